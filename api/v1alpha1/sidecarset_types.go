@@ -1,0 +1,219 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SidecarSetSpec declares what to inject and into which Pods.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.containers) && size(self.containers) > 0) || (has(self.initContainers) && size(self.initContainers) > 0)",message="declare at least one entry in spec.containers or spec.initContainers",fieldPath=".containers"
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.initContainers) || self.containers.all(c, !self.initContainers.exists(i, i.name == c.name))",message="a name may be used only once across spec.containers and spec.initContainers",fieldPath=".initContainers"
+type SidecarSetSpec struct {
+	// Selector selects the Pods to inject into, by their labels. It is required and must not be
+	// empty: a SidecarSet never applies to every opted-in Pod by accident. Pods must also carry
+	// the opt-in label sidecarset.io/inject=true.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must have at least one matchLabels entry or matchExpressions requirement"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod selector",xDescriptors="urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Pod"
+	Selector *metav1.LabelSelector `json:"selector"`
+
+	// NamespaceSelector further restricts injection to Pods whose Namespace labels match.
+	// When unset, every namespace the pod webhook is called for is eligible (the webhook is
+	// never called for kube-system or the operator's own namespace).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Namespace selector",xDescriptors="urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Namespace"
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Containers are injected into the Pod's spec.containers.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Sidecar containers"
+	Containers []SidecarContainer `json:"containers,omitempty"`
+
+	// InitContainers are injected into the Pod's spec.initContainers. An init container with
+	// restartPolicy Always is a native sidecar (Kubernetes 1.29+): it starts before the app
+	// containers, keeps running beside them and does not hold up Job completion.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Init containers and native sidecars"
+	InitContainers []SidecarContainer `json:"initContainers,omitempty"`
+
+	// Volumes the injected containers may mount. Only the volumes that an injected container
+	// actually mounts are added to a Pod.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volumes"
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// ImagePullSecrets are added to the Pod's spec.imagePullSecrets when not already there.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image pull secrets"
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// InjectionStrategy controls injection into newly created Pods.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Injection strategy"
+	InjectionStrategy InjectionStrategy `json:"injectionStrategy,omitempty"`
+}
+
+// InjectionStrategy controls injection into newly created Pods.
+type InjectionStrategy struct {
+	// Paused stops injection into new Pods. Pods injected earlier keep their sidecars and are
+	// still counted in status.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
+	Paused bool `json:"paused,omitempty"`
+}
+
+// PodInjectPolicy says where a sidecar container goes relative to the app containers.
+// +kubebuilder:validation:Enum=BeforeAppContainer;AfterAppContainer
+type PodInjectPolicy string
+
+const (
+	// BeforeAppContainer puts the sidecar in front of the app containers.
+	BeforeAppContainer PodInjectPolicy = "BeforeAppContainer"
+	// AfterAppContainer puts the sidecar after the app containers, so `kubectl exec` and
+	// `kubectl logs` keep defaulting to the app. It is the default.
+	AfterAppContainer PodInjectPolicy = "AfterAppContainer"
+)
+
+// ShareVolumePolicyType says whether a sidecar mounts the app containers' volume mounts.
+// +kubebuilder:validation:Enum=enabled;disabled
+type ShareVolumePolicyType string
+
+const (
+	// ShareVolumePolicyEnabled mounts every volume mount of the app containers into the sidecar
+	// too (a log agent reading the app's log directory, for example).
+	ShareVolumePolicyEnabled ShareVolumePolicyType = "enabled"
+	// ShareVolumePolicyDisabled mounts only the sidecar's own volume mounts. It is the default.
+	ShareVolumePolicyDisabled ShareVolumePolicyType = "disabled"
+)
+
+// ShareVolumePolicy says whether a sidecar mounts the app containers' volume mounts.
+type ShareVolumePolicy struct {
+	// Type is enabled or disabled.
+	// +kubebuilder:default=disabled
+	// +optional
+	Type ShareVolumePolicyType `json:"type,omitempty"`
+}
+
+// TransferEnvVar copies one environment variable of an app container into the sidecar.
+type TransferEnvVar struct {
+	// SourceContainerName is the app container to copy the variable from.
+	// +kubebuilder:validation:MinLength=1
+	SourceContainerName string `json:"sourceContainerName"`
+	// EnvName is the variable to copy. When the app container does not define it, nothing is
+	// copied.
+	// +kubebuilder:validation:MinLength=1
+	EnvName string `json:"envName"`
+}
+
+// SidecarContainer is a container to inject, with how to inject it.
+type SidecarContainer struct {
+	corev1.Container `json:",inline"`
+
+	// PodInjectPolicy puts the container before or after the app containers. It applies to
+	// spec.containers only; init containers always go after the Pod's own init containers.
+	// +kubebuilder:default=AfterAppContainer
+	// +optional
+	PodInjectPolicy PodInjectPolicy `json:"podInjectPolicy,omitempty"`
+
+	// ShareVolumePolicy mounts the app containers' volume mounts into this container too.
+	// +optional
+	ShareVolumePolicy ShareVolumePolicy `json:"shareVolumePolicy,omitempty"`
+
+	// TransferEnv copies environment variables from app containers into this container.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	TransferEnv []TransferEnvVar `json:"transferEnv,omitempty"`
+}
+
+// SidecarSetStatus is what the operator observed. The pod counts follow these definitions:
+//
+//   - a Pod is matched when it is not terminating, not Succeeded or Failed, carries the opt-in
+//     label sidecarset.io/inject=true, and matches spec.selector and spec.namespaceSelector;
+//   - updated: matched and injected by this SidecarSet with its current hash;
+//   - ready: matched, injected by this SidecarSet (any hash), and its Ready condition is True;
+//   - updatedReady: both updated and ready.
+type SidecarSetStatus struct {
+	// ObservedGeneration is the metadata.generation these counts were computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// MatchedPods is the number of matched Pods.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Matched pods",xDescriptors="urn:alm:descriptor:text"
+	MatchedPods int32 `json:"matchedPods"`
+
+	// UpdatedPods is the number of matched Pods injected with the current hash.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated pods",xDescriptors="urn:alm:descriptor:text"
+	UpdatedPods int32 `json:"updatedPods"`
+
+	// ReadyPods is the number of matched Pods injected by this SidecarSet and Ready.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready pods",xDescriptors="urn:alm:descriptor:text"
+	ReadyPods int32 `json:"readyPods"`
+
+	// UpdatedReadyPods is the number of Pods that are both updated and ready.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated ready pods",xDescriptors="urn:alm:descriptor:text"
+	UpdatedReadyPods int32 `json:"updatedReadyPods"`
+
+	// Hash identifies the current injected content (containers, init containers, volumes and
+	// pull secrets). Pods record the hash they were injected with in the sidecarset.io/status
+	// annotation.
+	// +optional
+	Hash string `json:"hash,omitempty"`
+
+	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SidecarSet injects sidecar containers, init containers, volumes and image pull secrets into
+// the Pods it selects when they are created.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=sidecar;scs,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Matched pods"
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedPods`,description="Matched pods injected with the current hash"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyPods`,description="Matched, injected and Ready pods"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Sidecar Set",resources={{Pod,v1,""}}
+type SidecarSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   SidecarSetSpec   `json:"spec"`
+	Status SidecarSetStatus `json:"status,omitempty"`
+}
+
+// SidecarSetList is a list of SidecarSets.
+//
+// +kubebuilder:object:root=true
+type SidecarSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SidecarSet `json:"items"`
+}
+
+// Condition types and reasons written to SidecarSet status.
+const (
+	// ConditionPaused is True while spec.injectionStrategy.paused stops injection.
+	ConditionPaused = "Paused"
+	// ConditionPodsUpdated is True when every matched Pod carries the current hash.
+	ConditionPodsUpdated = "PodsUpdated"
+	// ConditionPodsReady is True when every matched Pod is injected and Ready.
+	ConditionPodsReady = "PodsReady"
+)

@@ -1,0 +1,81 @@
+package inject
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// CompiledSet is a SidecarSet prepared for repeated matching: its selectors parsed once and its
+// hash computed once. It is read-only and safe to share between goroutines.
+type CompiledSet struct {
+	// Set is the SidecarSet; never modified.
+	Set *appsv1alpha1.SidecarSet
+	// Hash identifies the injected content (see Hash).
+	Hash string
+
+	selector          labels.Selector
+	namespaceSelector labels.Selector // nil: every namespace
+}
+
+// Name is the SidecarSet's name.
+func (c *CompiledSet) Name() string { return c.Set.Name }
+
+// HasNamespaceSelector reports whether matching needs the labels of the Pod's namespace.
+func (c *CompiledSet) HasNamespaceSelector() bool { return c.namespaceSelector != nil }
+
+// Compile parses a SidecarSet's selectors and computes its hash. It fails on selectors the
+// validating webhook would have refused.
+func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
+	if set.Spec.Selector == nil {
+		return nil, fmt.Errorf("SidecarSet %q: spec.selector is required", set.Name)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("SidecarSet %q: spec.selector: %w", set.Name, err)
+	}
+	if sel.Empty() {
+		return nil, fmt.Errorf("SidecarSet %q: spec.selector must not be empty", set.Name)
+	}
+	c := &CompiledSet{Set: set, selector: sel, Hash: Hash(&set.Spec)}
+	if set.Spec.NamespaceSelector != nil {
+		if c.namespaceSelector, err = metav1.LabelSelectorAsSelector(set.Spec.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("SidecarSet %q: spec.namespaceSelector: %w", set.Name, err)
+		}
+	}
+	return c, nil
+}
+
+// hashedContent is the part of a spec that ends up in a Pod. Selectors and the injection
+// strategy are left out: changing who gets injected does not make injected Pods outdated.
+type hashedContent struct {
+	Containers       []appsv1alpha1.SidecarContainer `json:"containers,omitempty"`
+	InitContainers   []appsv1alpha1.SidecarContainer `json:"initContainers,omitempty"`
+	Volumes          []corev1.Volume                 `json:"volumes,omitempty"`
+	ImagePullSecrets []corev1.LocalObjectReference   `json:"imagePullSecrets,omitempty"`
+}
+
+// Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
+// volumes and pull secrets. Pods record it in the status annotation and status.hash reports
+// it, so a Pod is "updated" exactly when it was injected with today's content.
+func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
+	raw, err := json.Marshal(hashedContent{
+		Containers:       spec.Containers,
+		InitContainers:   spec.InitContainers,
+		Volumes:          spec.Volumes,
+		ImagePullSecrets: spec.ImagePullSecrets,
+	})
+	if err != nil {
+		// These are plain API structs; encoding/json cannot fail on them.
+		panic(fmt.Sprintf("hashing SidecarSet spec: %v", err))
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,406 @@
+package inject
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// Input is what Apply needs. Only the Pod's metadata (labels, annotations), containers, init
+// containers, volumes and image pull secrets are read.
+type Input struct {
+	// Pod is the Pod as admitted; never modified.
+	Pod *corev1.Pod
+	// Sets are the SidecarSets that may apply, sorted by name; those that do not match are
+	// skipped with a reason.
+	Sets []*CompiledSet
+	// NamespaceLabels are the labels of the Pod's namespace. They are read only for sets with
+	// a namespace selector.
+	NamespaceLabels map[string]string
+}
+
+// Skip is a SidecarSet that was considered and not injected, and why.
+type Skip struct {
+	SidecarSet string
+	Reason     MatchReason
+}
+
+// Apply computes the injection of the matching SidecarSets into the Pod. Whatever the Pod's
+// status annotation says an earlier injection added is stripped first and injected again, so
+// Apply of its own output changes nothing. Paused SidecarSets inject nothing new, and what
+// they injected earlier stays as it is.
+//
+// A *RefusedError is returned when injection would clash with what the Pod or another
+// SidecarSet defines.
+func Apply(in Input) (*Result, error) {
+	pod := in.Pod
+	old, err := ParseRecords(pod.Annotations)
+	if err != nil {
+		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
+	}
+	res := &Result{pod: pod, Records: Records{}}
+	var active []*CompiledSet
+	for _, set := range in.Sets {
+		reason := set.Match(pod.Labels, in.NamespaceLabels)
+		if reason == Matched && set.Set.Spec.InjectionStrategy.Paused {
+			reason = InjectionPaused
+			if rec, ok := old[set.Name()]; ok {
+				res.Records[set.Name()] = rec // keep what it injected earlier, untouched
+			}
+		}
+		if reason != Matched {
+			res.Skipped = append(res.Skipped, Skip{SidecarSet: set.Name(), Reason: reason})
+			continue
+		}
+		active = append(active, set)
+	}
+
+	b := newBuilder(pod, old, res.Records)
+	for _, set := range active {
+		rec, err := b.inject(set)
+		if err != nil {
+			return nil, err
+		}
+		res.Records[set.Name()] = rec
+		res.Injected = append(res.Injected, set.Name())
+	}
+	b.finish(res)
+	return res, nil
+}
+
+// owned lists, per kind, the names an earlier injection added.
+type owned struct {
+	containers, initContainers, volumes, pullSecrets sets.Set[string]
+}
+
+func ownedBy(recs Records, skip func(set string) bool) owned {
+	o := owned{sets.New[string](), sets.New[string](), sets.New[string](), sets.New[string]()}
+	for name, r := range recs {
+		if skip(name) {
+			continue
+		}
+		o.containers.Insert(r.Containers...)
+		o.initContainers.Insert(r.InitContainers...)
+		o.volumes.Insert(r.Volumes...)
+		o.pullSecrets.Insert(r.ImagePullSecrets...)
+	}
+	return o
+}
+
+// builder accumulates the injection of the active SidecarSets into one Pod.
+type builder struct {
+	pod *corev1.Pod
+	// strip: what earlier injections by non-paused sets added; removed and injected again.
+	strip owned
+	// foreign: everything any earlier injection added, kept or stripped; not app content.
+	foreign owned
+	// kept: injected earlier by a paused set, staying in place.
+	kept Records
+
+	appContainers []*corev1.Container // the Pod's own containers, in order
+
+	containers, initContainers placement
+	volumes                    []corev1.Volume
+	volumeOwner                map[string]string // volume name -> set that adds it
+	pullSecrets                []corev1.LocalObjectReference
+	containerOwner             map[string]string // injected container name -> set
+	warnings                   []string
+}
+
+// placement holds the new containers of one list, split by podInjectPolicy.
+type placement struct{ before, after []corev1.Container }
+
+func newBuilder(pod *corev1.Pod, old, kept Records) *builder {
+	b := &builder{
+		pod:            pod,
+		strip:          ownedBy(old, func(set string) bool { _, k := kept[set]; return k }),
+		foreign:        ownedBy(old, func(string) bool { return false }),
+		kept:           kept,
+		volumeOwner:    map[string]string{},
+		containerOwner: map[string]string{},
+	}
+	for i := range pod.Spec.Containers {
+		if !b.foreign.containers.Has(pod.Spec.Containers[i].Name) {
+			b.appContainers = append(b.appContainers, &pod.Spec.Containers[i])
+		}
+	}
+	for set, r := range kept {
+		for _, n := range append(append([]string{}, r.Containers...), r.InitContainers...) {
+			b.containerOwner[n] = set
+		}
+		for _, n := range r.Volumes {
+			b.volumeOwner[n] = set
+		}
+	}
+	return b
+}
+
+// inject adds one SidecarSet and returns its record.
+func (b *builder) inject(c *CompiledSet) (Record, error) {
+	spec := &c.Set.Spec
+	rec := Record{Hash: c.Hash}
+	for i := range spec.InitContainers {
+		added, err := b.addContainer(c, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers)
+		if err != nil {
+			return Record{}, err
+		}
+		if added {
+			rec.InitContainers = append(rec.InitContainers, spec.InitContainers[i].Name)
+		}
+	}
+	for i := range spec.Containers {
+		added, err := b.addContainer(c, "spec.containers", i, &spec.Containers[i], &b.containers)
+		if err != nil {
+			return Record{}, err
+		}
+		if added {
+			rec.Containers = append(rec.Containers, spec.Containers[i].Name)
+		}
+	}
+	vols, err := b.addVolumes(c, rec)
+	if err != nil {
+		return Record{}, err
+	}
+	rec.Volumes = vols
+	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
+	return rec, nil
+}
+
+// addContainer renders one sidecar container and places it. It reports false when the Pod
+// already has an identical container of that name (nothing to add).
+func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer,
+	into *placement) (bool, error) {
+	name := sc.Name
+	path := fmt.Sprintf("%s[%d].name", field, i)
+	if other, ok := b.containerOwner[name]; ok {
+		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
+			"SidecarSet %q also injects a container named %q into this pod; a pod's container names must be unique, so rename the container in one of the two SidecarSets or make their selectors disjoint", other, name)}
+	}
+	rendered := b.render(c, sc)
+	if existing, list := b.appContainer(name); existing != nil {
+		if list == field[len("spec."):] && sameContainer(existing, rendered) {
+			b.containerOwner[name] = c.Name()
+			return false, nil
+		}
+		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
+			"the pod already has a %s entry named %q with a different definition; the sidecar would replace it, so rename the pod's container or the sidecar", list, name)}
+	}
+	b.containerOwner[name] = c.Name()
+	if sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer {
+		into.before = append(into.before, *rendered)
+	} else {
+		into.after = append(into.after, *rendered)
+	}
+	return true, nil
+}
+
+// appContainer finds a container or init container of the Pod's own (not injected earlier)
+// with that name, and says which list holds it.
+func (b *builder) appContainer(name string) (*corev1.Container, string) {
+	for i := range b.pod.Spec.Containers {
+		if c := &b.pod.Spec.Containers[i]; c.Name == name && !b.foreign.containers.Has(name) {
+			return c, "containers"
+		}
+	}
+	for i := range b.pod.Spec.InitContainers {
+		if c := &b.pod.Spec.InitContainers[i]; c.Name == name && !b.foreign.initContainers.Has(name) {
+			return c, "initContainers"
+		}
+	}
+	return nil, ""
+}
+
+// render returns the container to inject: the declared one, plus the app containers' volume
+// mounts when shareVolumePolicy is enabled and the transferred env vars. The declared
+// container is shared, not copied, when nothing is added to it.
+func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) *corev1.Container {
+	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+	if !share && len(sc.TransferEnv) == 0 {
+		return &sc.Container
+	}
+	out := sc.Container // shallow copy; only the two slices below are replaced
+	if share {
+		out.VolumeMounts = b.sharedMounts(sc.VolumeMounts)
+	}
+	if len(sc.TransferEnv) > 0 {
+		out.Env = b.transferredEnv(c, sc)
+	}
+	return &out
+}
+
+// sharedMounts appends the app containers' mounts to the sidecar's own, skipping mount paths
+// already taken (a container cannot mount two volumes at one path).
+func (b *builder) sharedMounts(own []corev1.VolumeMount) []corev1.VolumeMount {
+	out := append([]corev1.VolumeMount(nil), own...)
+	taken := sets.New[string]()
+	for _, m := range own {
+		taken.Insert(m.MountPath)
+	}
+	for _, app := range b.appContainers {
+		for _, m := range app.VolumeMounts {
+			if !taken.Has(m.MountPath) {
+				taken.Insert(m.MountPath)
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func (b *builder) transferredEnv(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) []corev1.EnvVar {
+	out := append([]corev1.EnvVar(nil), sc.Env...)
+	for _, t := range sc.TransferEnv {
+		v, ok := b.appEnv(t.SourceContainerName, t.EnvName)
+		if !ok {
+			b.warnings = append(b.warnings, fmt.Sprintf(
+				"SidecarSet %q container %q: transferEnv found no env var %q in an app container %q; the sidecar runs without it",
+				c.Name(), sc.Name, t.EnvName, t.SourceContainerName))
+			continue
+		}
+		out = append(out, *v)
+	}
+	return out
+}
+
+func (b *builder) appEnv(container, env string) (*corev1.EnvVar, bool) {
+	for _, app := range b.appContainers {
+		if app.Name != container {
+			continue
+		}
+		for i := range app.Env {
+			if app.Env[i].Name == env {
+				return &app.Env[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// addVolumes adds the set's volumes that its injected containers mount, and returns the names
+// it added.
+func (b *builder) addVolumes(c *CompiledSet, rec Record) ([]string, error) {
+	spec := &c.Set.Spec
+	needed := mountedVolumes(spec, rec)
+	var added []string
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		if !needed.Has(v.Name) {
+			continue
+		}
+		needed.Delete(v.Name)
+		ok, err := b.addVolume(c, i, v)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			added = append(added, v.Name)
+		}
+	}
+	// What is left must be a volume of the Pod's own (a shared or deliberately mounted one).
+	for _, name := range sets.List(needed) {
+		if b.podVolume(name) == nil {
+			return nil, &RefusedError{SidecarSet: c.Name(), Field: "spec.volumes", Detail: fmt.Sprintf(
+				"an injected container mounts volume %q, which neither the SidecarSet nor the pod defines; add it to spec.volumes of the SidecarSet", name)}
+		}
+	}
+	return added, nil
+}
+
+// mountedVolumes is the set of volume names the SidecarSet's injected containers mount (their
+// own mounts and devices; shared app mounts refer to the Pod's volumes).
+func mountedVolumes(spec *appsv1alpha1.SidecarSetSpec, rec Record) sets.Set[string] {
+	injected := sets.New(rec.Containers...).Insert(rec.InitContainers...)
+	out := sets.New[string]()
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			if !injected.Has(list[i].Name) {
+				continue
+			}
+			for _, m := range list[i].VolumeMounts {
+				out.Insert(m.Name)
+			}
+			for _, d := range list[i].VolumeDevices {
+				out.Insert(d.Name)
+			}
+		}
+	}
+	return out
+}
+
+func (b *builder) addVolume(c *CompiledSet, i int, v *corev1.Volume) (bool, error) {
+	if existing := b.podVolume(v.Name); existing != nil {
+		if sameVolume(existing, v) {
+			return false, nil
+		}
+		return false, &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+			"the pod already has a volume named %q with a different definition; rename the volume in the SidecarSet or in the pod", v.Name)}
+	}
+	if other, ok := b.volumeOwner[v.Name]; ok {
+		if prev := b.injectedVolume(v.Name); prev == nil || sameVolume(prev, v) {
+			return false, nil // the same volume, brought by two sets: add it once
+		}
+		return false, &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+			"SidecarSet %q also injects a volume named %q into this pod with a different definition; give the two volumes different names or the same definition", other, v.Name)}
+	}
+	b.volumeOwner[v.Name] = c.Name()
+	b.volumes = append(b.volumes, *v)
+	return true, nil
+}
+
+// podVolume finds a volume of the Pod's own (not added by an earlier injection).
+func (b *builder) podVolume(name string) *corev1.Volume {
+	if b.foreign.volumes.Has(name) {
+		return nil
+	}
+	for i := range b.pod.Spec.Volumes {
+		if b.pod.Spec.Volumes[i].Name == name {
+			return &b.pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// injectedVolume finds a volume added in this injection, or kept from a paused set's earlier
+// one.
+func (b *builder) injectedVolume(name string) *corev1.Volume {
+	for i := range b.volumes {
+		if b.volumes[i].Name == name {
+			return &b.volumes[i]
+		}
+	}
+	for i := range b.pod.Spec.Volumes {
+		if b.pod.Spec.Volumes[i].Name == name && !b.strip.volumes.Has(name) {
+			return &b.pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func (b *builder) addPullSecrets(refs []corev1.LocalObjectReference) []string {
+	var added []string
+	for _, r := range refs {
+		if b.hasPullSecret(r.Name) {
+			continue
+		}
+		b.pullSecrets = append(b.pullSecrets, r)
+		added = append(added, r.Name)
+	}
+	return added
+}
+
+func (b *builder) hasPullSecret(name string) bool {
+	for _, r := range b.pod.Spec.ImagePullSecrets {
+		if r.Name == name && !b.strip.pullSecrets.Has(name) {
+			return true
+		}
+	}
+	for _, r := range b.pullSecrets {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}

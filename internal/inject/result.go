@@ -1,0 +1,230 @@
+package inject
+
+import (
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// Result is the outcome of Apply: which SidecarSets injected and which were skipped, the
+// records for the status annotation, and the edits to the Pod's lists. Render it with Pod (a
+// mutated copy) or Patch (JSON patch operations against the admitted Pod).
+type Result struct {
+	// Records is the status annotation after injection.
+	Records Records
+	// Injected names the SidecarSets that injected, in order.
+	Injected []string
+	// Skipped are the SidecarSets considered and not injected, with the reason.
+	Skipped []Skip
+	// Warnings are non-fatal problems to show the user (admission warnings).
+	Warnings []string
+
+	pod                        *corev1.Pod
+	containers, initContainers listEdit[corev1.Container]
+	volumes                    listEdit[corev1.Volume]
+	pullSecrets                listEdit[corev1.LocalObjectReference]
+	annotations                map[string]*string // key -> new value; nil value removes it
+}
+
+// slot is one entry of a list after injection: an entry of the original list (orig >= 0) or a
+// new one.
+type slot[T any] struct {
+	orig int
+	item *T
+}
+
+// listEdit turns an original list into a final one by removing entries and inserting new
+// ones. Kept entries keep their relative order, which is what makes a JSON patch of removals
+// followed by insertions exact.
+type listEdit[T any] struct {
+	orig    []T
+	removed []int // ascending indices into orig
+	final   []slot[T]
+	noop    bool
+}
+
+func newListEdit[T any](orig []T, strip func(*T) bool, before, after []T, same func(a, b *T) bool) listEdit[T] {
+	e := listEdit[T]{orig: orig}
+	for i := range before {
+		e.final = append(e.final, slot[T]{orig: -1, item: &before[i]})
+	}
+	for i := range orig {
+		if strip(&orig[i]) {
+			e.removed = append(e.removed, i)
+			continue
+		}
+		e.final = append(e.final, slot[T]{orig: i, item: &orig[i]})
+	}
+	for i := range after {
+		e.final = append(e.final, slot[T]{orig: -1, item: &after[i]})
+	}
+	e.noop = e.unchanged(same)
+	return e
+}
+
+// unchanged reports whether the final list equals the original one: true on re-entry, when
+// what is injected again is what was stripped.
+func (e *listEdit[T]) unchanged(same func(a, b *T) bool) bool {
+	if len(e.final) != len(e.orig) {
+		return false
+	}
+	for i, s := range e.final {
+		if s.orig != i && (s.orig >= 0 || !same(s.item, &e.orig[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *listEdit[T]) items() []T {
+	if e.noop {
+		return e.orig
+	}
+	out := make([]T, len(e.final))
+	for i, s := range e.final {
+		out[i] = *s.item
+	}
+	return out
+}
+
+// ops renders the edit as JSON patch operations on path: removals from the highest index
+// down, then insertions from the lowest final index up.
+func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
+	if e.noop {
+		return nil
+	}
+	if len(e.orig) == 0 {
+		if len(e.final) == 0 {
+			return nil
+		}
+		return []jsonpatch.Operation{{Operation: "add", Path: path, Value: e.items()}}
+	}
+	ops := make([]jsonpatch.Operation, 0, len(e.removed)+len(e.final)-len(e.orig)+len(e.removed))
+	for i := len(e.removed) - 1; i >= 0; i-- {
+		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: path + "/" + strconv.Itoa(e.removed[i])})
+	}
+	for i, s := range e.final {
+		if s.orig < 0 {
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/" + strconv.Itoa(i), Value: s.item})
+		}
+	}
+	return ops
+}
+
+// finish turns the builder's placements into list edits and annotation changes.
+func (b *builder) finish(res *Result) {
+	pod := b.pod
+	res.Warnings = b.warnings
+	res.containers = newListEdit(pod.Spec.Containers, byName(b.strip.containers, containerName),
+		b.containers.before, b.containers.after, sameContainer)
+	res.initContainers = newListEdit(pod.Spec.InitContainers, byName(b.strip.initContainers, containerName),
+		b.initContainers.before, b.initContainers.after, sameContainer)
+	res.volumes = newListEdit(pod.Spec.Volumes, byName(b.strip.volumes, func(v *corev1.Volume) string { return v.Name }),
+		nil, b.volumes, sameVolume)
+	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, byName(b.strip.pullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }),
+		nil, b.pullSecrets, func(a, b *corev1.LocalObjectReference) bool { return *a == *b })
+
+	res.annotations = map[string]*string{}
+	old, had := pod.Annotations[appsv1alpha1.StatusAnnotation]
+	switch {
+	case len(res.Records) > 0:
+		if v := res.Records.Encode(); !had || v != old {
+			res.annotations[appsv1alpha1.StatusAnnotation] = &v
+		}
+	case had:
+		res.annotations[appsv1alpha1.StatusAnnotation] = nil
+	}
+	if _, ok := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && len(res.Injected) > 0 && len(b.appContainers) > 0 {
+		name := b.appContainers[0].Name
+		res.annotations[appsv1alpha1.DefaultContainerAnnotation] = &name
+	}
+}
+
+func containerName(c *corev1.Container) string { return c.Name }
+
+func byName[T any](names sets.Set[string], name func(*T) string) func(*T) bool {
+	return func(t *T) bool { return names.Has(name(t)) }
+}
+
+// Changed reports whether the Pod needs any change.
+func (r *Result) Changed() bool {
+	return !r.containers.noop || !r.initContainers.noop || !r.volumes.noop || !r.pullSecrets.noop || len(r.annotations) > 0
+}
+
+// Pod returns a copy of the input Pod with the injection applied. The input is not modified.
+func (r *Result) Pod() *corev1.Pod {
+	pod := r.pod.DeepCopy()
+	pod.Spec.Containers = deepCopied(r.containers.items(), (*corev1.Container).DeepCopy)
+	pod.Spec.InitContainers = deepCopied(r.initContainers.items(), (*corev1.Container).DeepCopy)
+	pod.Spec.Volumes = deepCopied(r.volumes.items(), (*corev1.Volume).DeepCopy)
+	pod.Spec.ImagePullSecrets = deepCopied(r.pullSecrets.items(), func(l *corev1.LocalObjectReference) *corev1.LocalObjectReference { c := *l; return &c })
+	for k, v := range r.annotations {
+		if v == nil {
+			delete(pod.Annotations, k)
+			continue
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[k] = *v
+	}
+	return pod
+}
+
+func deepCopied[T any](in []T, cp func(*T) *T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i := range in {
+		out[i] = *cp(&in[i])
+	}
+	return out
+}
+
+// Patch returns the JSON patch operations that turn the admitted Pod into the injected one.
+// It adds and removes list entries by index and never rewrites an entry it did not inject, so
+// fields of the Pod this binary's API types do not know survive.
+func (r *Result) Patch() []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	ops = append(ops, r.initContainers.ops("/spec/initContainers")...)
+	ops = append(ops, r.containers.ops("/spec/containers")...)
+	ops = append(ops, r.volumes.ops("/spec/volumes")...)
+	ops = append(ops, r.pullSecrets.ops("/spec/imagePullSecrets")...)
+	return append(ops, r.annotationOps()...)
+}
+
+func (r *Result) annotationOps() []jsonpatch.Operation {
+	if len(r.annotations) == 0 {
+		return nil
+	}
+	keys := sets.List(sets.KeySet(r.annotations))
+	if r.pod.Annotations == nil {
+		all := map[string]string{}
+		for _, k := range keys {
+			if v := r.annotations[k]; v != nil {
+				all[k] = *v
+			}
+		}
+		return []jsonpatch.Operation{{Operation: "add", Path: "/metadata/annotations", Value: all}}
+	}
+	ops := make([]jsonpatch.Operation, 0, len(keys))
+	for _, k := range keys {
+		path := "/metadata/annotations/" + escapeJSONPointer(k)
+		if v := r.annotations[k]; v != nil {
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path, Value: *v})
+		} else {
+			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: path})
+		}
+	}
+	return ops
+}
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapeJSONPointer(s string) string { return pointerEscaper.Replace(s) }
