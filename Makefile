@@ -58,15 +58,14 @@ verify: manifests generate ## Regenerate everything and fail if a generated file
 		git status --porcelain -- api config go.mod go.sum; git --no-pager diff --stat -- api config; exit 1; fi
 
 .PHONY: test-manifests
-test-manifests: manifests kustomize ## Render the CRDs and webhook configurations the integration tests install.
-	@mkdir -p $(TEST_MANIFESTS)/crds $(TEST_MANIFESTS)/webhooks
-	$(KUSTOMIZE) build config/crd > $(TEST_MANIFESTS)/crds/crds.yaml
-	$(KUSTOMIZE) build config/webhook > $(TEST_MANIFESTS)/webhooks/webhooks.yaml
+test-manifests: manifests kustomize ## Render config/default, whose CRD and webhook configurations the integration tests install.
+	@mkdir -p $(TEST_MANIFESTS)
+	$(KUSTOMIZE) build config/default > $(TEST_MANIFESTS)/default.yaml
 
 .PHONY: test
 test: manifests generate fmt vet envtest test-manifests ## Unit tests, then integration tests against a real kube-apiserver.
 	KUBEBUILDER_ASSETS="$$(hack/controlplane-build.sh envtest)" \
-	SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)" \
+	SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)/default.yaml" \
 	go test ./... $(GO_TEST_FLAGS) -coverprofile cover.out
 
 .PHONY: fuzz

@@ -1,0 +1,2 @@
+// Package controllers holds the SidecarSet status reconciler.
+package controllers

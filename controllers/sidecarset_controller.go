@@ -1,0 +1,156 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
+)
+
+// SidecarSetReconciler keeps SidecarSet status exact. It is driven only by watches: SidecarSet
+// spec changes, and Pod and Namespace events mapped to exactly the SidecarSets they affect.
+type SidecarSetReconciler struct {
+	// Client reads from the manager's cache (Pods there are only opted-in ones).
+	Client client.Client
+	// Sets is the compiled view of the SidecarSets, used to map Pod events.
+	Sets *snapshot.Store
+	// Now is the clock for condition transitions; time.Now when nil.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile recomputes one SidecarSet's status and patches it when it changed.
+func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var set appsv1alpha1.SidecarSet
+	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	compiled, err := inject.Compile(&set)
+	if err != nil {
+		// Only possible when the set was written with the validating webhook down; a spec
+		// change will enqueue it again.
+		ctrl.LoggerFrom(ctx).Error(err, "SidecarSet is invalid; status not computed")
+		return ctrl.Result{}, nil
+	}
+	pods, namespaceLabels, err := r.gather(ctx, compiled)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := status.Compute(compiled, status.Count(compiled, pods, namespaceLabels), set.Status.Conditions, metav1.NewTime(r.now()))
+	if equality.Semantic.DeepEqual(want, set.Status) {
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFrom(set.DeepCopy())
+	set.Status = want
+	if err := r.Client.Status().Patch(ctx, &set, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// gather reads the opted-in Pods (without copying them: they are only read) and, when the set
+// has a namespace selector, the namespace labels.
+func (r *SidecarSetReconciler) gather(ctx context.Context, set *inject.CompiledSet) ([]*corev1.Pod, func(string) map[string]string, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	out := make([]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		out[i] = &pods.Items[i]
+	}
+	labels := map[string]map[string]string{}
+	if set.HasNamespaceSelector() {
+		var nss corev1.NamespaceList
+		if err := r.Client.List(ctx, &nss, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, fmt.Errorf("listing namespaces: %w", err)
+		}
+		for i := range nss.Items {
+			labels[nss.Items[i].Name] = nss.Items[i].Labels
+		}
+	}
+	return out, func(ns string) map[string]string { return labels[ns] }, nil
+}
+
+func (r *SidecarSetReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sidecarset").
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.setsForPod)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.setsForNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Complete(r)
+}
+
+// setsForPod maps a Pod (old or new state: the builder calls it for both on updates) to the
+// SidecarSets it matches or was injected by.
+func (r *SidecarSetReconciler) setsForPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	names := sets.New[string]()
+	if recs, err := inject.ParseRecords(obj.GetAnnotations()); err == nil {
+		names.Insert(recs.Names()...)
+	}
+	if inject.OptedIn(obj.GetLabels()) {
+		candidates := inject.Candidates(r.Sets.Load().Sets, obj.GetLabels())
+		var nsLabels map[string]string
+		if inject.NeedNamespace(candidates) {
+			var ns corev1.Namespace
+			if err := r.Client.Get(ctx, types.NamespacedName{Name: obj.GetNamespace()}, &ns); err == nil {
+				nsLabels = ns.Labels
+			}
+		}
+		for _, c := range candidates {
+			if c.SelectsNamespace(nsLabels) {
+				names.Insert(c.Name())
+			}
+		}
+	}
+	return requests(sets.List(names))
+}
+
+// setsForNamespace maps a Namespace label change to the SidecarSets with a namespace selector.
+func (r *SidecarSetReconciler) setsForNamespace(context.Context, client.Object) []reconcile.Request {
+	var names []string
+	for _, c := range r.Sets.Load().Sets {
+		if c.HasNamespaceSelector() {
+			names = append(names, c.Name())
+		}
+	}
+	return requests(names)
+}
+
+func requests(names []string) []reconcile.Request {
+	out := make([]reconcile.Request, len(names))
+	for i, n := range names {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: n}}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+)
+
+// Options configure the operator's parts.
+type Options struct {
+	// Namespace is the namespace the operator runs in; its Pods are never injected.
+	Namespace string
+}
+
+// NewScheme returns a scheme with the core types and the SidecarSet API.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := appsv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CacheOptions keeps the manager's memory proportional to opted-in Pods: the Pod informer
+// lists and watches only Pods with the opt-in label, and keeps of each only what status
+// needs. SidecarSets, Namespaces and Pods are handed out uncopied to code that only reads.
+func CacheOptions() cache.Options {
+	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: optedIn, Transform: trimPod},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+}
+
+// trimPod drops what status computation never reads: the spec and most of the status.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, Annotations: pod.Annotations, DeletionTimestamp: pod.DeletionTimestamp,
+			Generation: pod.Generation, OwnerReferences: pod.OwnerReferences,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions},
+	}, nil
+}
+
+// Operator is what Setup registered.
+type Operator struct {
+	// Sets is the SidecarSet snapshot the webhooks and the reconciler share.
+	Sets *snapshot.Store
+}
+
+// Setup registers the webhooks, the reconciler and the health checks with the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, error) {
+	store := snapshot.NewStore()
+	informer, err := mgr.GetCache().GetInformer(ctx, &appsv1alpha1.SidecarSet{})
+	if err != nil {
+		return nil, fmt.Errorf("getting the SidecarSet informer: %w", err)
+	}
+	reg, err := informer.AddEventHandler(store.EventHandler())
+	if err != nil {
+		return nil, fmt.Errorf("watching SidecarSets: %w", err)
+	}
+	store.SetSynced(reg.HasSynced)
+	// The injector reads Namespaces on every replica, leader or not: start their informer
+	// now rather than on the first admission.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return nil, fmt.Errorf("getting the Namespace informer: %w", err)
+	}
+
+	if err := setupWebhooks(mgr, store, opts); err != nil {
+		return nil, err
+	}
+	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
+	}
+	if err := addHealthChecks(mgr, store); err != nil {
+		return nil, err
+	}
+	return &Operator{Sets: store}, nil
+}
+
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error {
+	reader := mgr.GetCache()
+	injector := &ourwebhook.PodInjector{
+		Sets:               store,
+		ExcludedNamespaces: sets.New(metav1.NamespaceSystem),
+		NamespaceLabels: func(ctx context.Context, name string) (map[string]string, error) {
+			var ns corev1.Namespace
+			if err := reader.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+				return nil, err
+			}
+			return ns.Labels, nil
+		},
+	}
+	if opts.Namespace != "" {
+		injector.ExcludedNamespaces.Insert(opts.Namespace)
+	}
+	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath, &webhook.Admission{Handler: injector, RecoverPanic: ptr.To(true)})
+	err := ctrl.NewWebhookManagedBy(mgr, &appsv1alpha1.SidecarSet{}).
+		WithValidator(&ourwebhook.SidecarSetValidator{Reader: reader}).
+		Complete()
+	if err != nil {
+		return fmt.Errorf("setting up the SidecarSet validating webhook: %w", err)
+	}
+	return nil
+}
+
+// addHealthChecks: alive while the process runs; ready once the webhook server serves and the
+// SidecarSet view is complete (a replica that is not ready gets no admission traffic).
+func addHealthChecks(mgr ctrl.Manager, store *snapshot.Store) error {
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding webhook readyz check: %w", err)
+	}
+	return mgr.AddReadyzCheck("sidecarsets-synced", func(*http.Request) error {
+		if !store.Ready() {
+			return errors.New("the SidecarSet cache has not synced")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,123 @@
+package status
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
+type Counts struct {
+	Matched, Updated, Ready, UpdatedReady int32
+}
+
+// Count classifies the Pods against one SidecarSet. namespaceLabels returns the labels of a
+// namespace by name (only called when the set has a namespace selector).
+func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string) Counts {
+	var c Counts
+	for _, pod := range pods {
+		if !Live(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
+			continue
+		}
+		if set.HasNamespaceSelector() && !set.SelectsNamespace(namespaceLabels(pod.Namespace)) {
+			continue
+		}
+		c.Matched++
+		hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
+		updated := injected && hash == set.Hash
+		ready := injected && PodReady(pod)
+		if updated {
+			c.Updated++
+		}
+		if ready {
+			c.Ready++
+		}
+		if updated && ready {
+			c.UpdatedReady++
+		}
+	}
+	return c
+}
+
+// Live reports whether a Pod counts at all: not terminating and not finished.
+func Live(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// PodReady reports whether the Pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Compute returns the status a SidecarSet should have: the counts, its hash, the generation
+// they describe, and the conditions (old conditions keep their transition time when their
+// status does not change; new transitions get now).
+func Compute(set *inject.CompiledSet, counts Counts, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+	gen := set.Set.Generation
+	st := appsv1alpha1.SidecarSetStatus{
+		ObservedGeneration: gen,
+		MatchedPods:        counts.Matched,
+		UpdatedPods:        counts.Updated,
+		ReadyPods:          counts.Ready,
+		UpdatedReadyPods:   counts.UpdatedReady,
+		Hash:               set.Hash,
+	}
+	for i := range old {
+		st.Conditions = append(st.Conditions, *old[i].DeepCopy())
+	}
+	for _, c := range conditions(set, counts) {
+		c.ObservedGeneration = gen
+		c.LastTransitionTime = now
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st
+}
+
+func conditions(set *inject.CompiledSet, c Counts) []metav1.Condition {
+	paused := metav1.Condition{Type: appsv1alpha1.ConditionPaused, Status: metav1.ConditionFalse,
+		Reason: "Injecting", Message: "New matching pods are injected"}
+	if set.Set.Spec.InjectionStrategy.Paused {
+		paused.Status, paused.Reason = metav1.ConditionTrue, "PausedBySpec"
+		paused.Message = "spec.injectionStrategy.paused is true: new pods are not injected; injected pods keep their sidecars"
+	}
+	updated := metav1.Condition{Type: appsv1alpha1.ConditionPodsUpdated, Status: metav1.ConditionTrue,
+		Reason: "AllPodsUpdated", Message: fmt.Sprintf("All %d matched pods carry hash %s", c.Matched, set.Hash)}
+	switch {
+	case c.Matched == 0:
+		updated.Reason, updated.Message = "NoMatchedPods", noMatchMessage(set)
+	case c.Updated < c.Matched:
+		updated.Status, updated.Reason = metav1.ConditionFalse, "PodsOutdated"
+		updated.Message = fmt.Sprintf("%d of %d matched pods were not injected with hash %s; recreate them (for example kubectl rollout restart) to pick up the current spec",
+			c.Matched-c.Updated, c.Matched, set.Hash)
+	}
+	ready := metav1.Condition{Type: appsv1alpha1.ConditionPodsReady, Status: metav1.ConditionTrue,
+		Reason: "AllPodsReady", Message: fmt.Sprintf("All %d matched pods are injected and Ready", c.Matched)}
+	switch {
+	case c.Matched == 0:
+		ready.Reason, ready.Message = "NoMatchedPods", noMatchMessage(set)
+	case c.Ready < c.Matched:
+		ready.Status, ready.Reason = metav1.ConditionFalse, "PodsNotReady"
+		ready.Message = fmt.Sprintf("%d of %d matched pods are not both injected and Ready", c.Matched-c.Ready, c.Matched)
+	}
+	return []metav1.Condition{paused, updated, ready}
+}
+
+// noMatchMessage answers "why is MATCHED 0?" with what a pod needs.
+func noMatchMessage(set *inject.CompiledSet) string {
+	msg := fmt.Sprintf("No running pod matches: a pod needs the label %s=%s and labels matching spec.selector (%s)",
+		appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue, metav1.FormatLabelSelector(set.Set.Spec.Selector))
+	if set.Set.Spec.NamespaceSelector != nil {
+		msg += fmt.Sprintf(", in a namespace matching spec.namespaceSelector (%s)", metav1.FormatLabelSelector(set.Set.Spec.NamespaceSelector))
+	}
+	return msg
+}

@@ -1,0 +1,90 @@
+package validation
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// ValidateSidecarSet returns everything wrong with a SidecarSet, each error with the exact path
+// of the offending field and a message saying how to fix it. others are the SidecarSets that
+// already exist; the one named like set (its stored version, on update) is skipped. set must
+// not be nil; neither set nor others is modified.
+//
+// Conflicts with others are only checked when set's own selectors are valid: with a missing or
+// broken selector there is no telling which Pods it would select.
+func ValidateSidecarSet(set *appsv1alpha1.SidecarSet, others []appsv1alpha1.SidecarSet) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := validateName(set.Name, field.NewPath("metadata", "name"))
+	selectorErrs := validateSelectors(&set.Spec, spec)
+	errs = append(errs, selectorErrs...)
+	errs = append(errs, validateSpec(&set.Spec, spec)...)
+	if len(selectorErrs) == 0 {
+		errs = append(errs, validateConflicts(set, others, spec)...)
+	}
+	return errs
+}
+
+// validateName checks the name of a cluster-scoped object: a DNS-1123 subdomain.
+func validateName(name string, path *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "set a name: lowercase letters, digits, '-' and '.'")}
+	}
+	return invalidIf(path, name, apimachineryvalidation.NameIsDNSSubdomain(name, false),
+		"choose a name such as \"log-agent\"")
+}
+
+// validateSelectors checks spec.selector (required, valid, not empty) and
+// spec.namespaceSelector (valid when set; empty selects every namespace).
+func validateSelectors(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.ErrorList {
+	opts := metav1validation.LabelSelectorValidationOptions{}
+	errs := metav1validation.ValidateLabelSelector(spec.NamespaceSelector, opts, path.Child("namespaceSelector"))
+	selPath := path.Child("selector")
+	sel := spec.Selector
+	switch {
+	case sel == nil:
+		return append(field.ErrorList{field.Required(selPath,
+			"set a selector for the Pods to inject into, such as matchLabels: {app: web}")}, errs...)
+	case len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0:
+		// An empty selector would inject into every opted-in Pod of the cluster; that is
+		// never what a user means, so it has to be spelled out.
+		return append(field.ErrorList{field.Invalid(selPath, sel,
+			"an empty selector would select every opted-in Pod; add at least one matchLabels entry or matchExpressions requirement")}, errs...)
+	}
+	return append(metav1validation.ValidateLabelSelector(sel, opts, selPath), errs...)
+}
+
+// validateSpec checks everything in the spec that does not depend on other SidecarSets.
+func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(spec.Containers) == 0 && len(spec.InitContainers) == 0 {
+		errs = append(errs, field.Required(path.Child("containers"),
+			"declare at least one entry in spec.containers or spec.initContainers: a SidecarSet must inject a container"))
+	}
+	errs = append(errs, validateVolumes(spec.Volumes, path.Child("volumes"))...)
+	errs = append(errs, validateContainers(spec, path)...)
+	return append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
+}
+
+// validatePullSecrets checks that every image pull secret names a Secret, once.
+func validatePullSecrets(refs []corev1.LocalObjectReference, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, ref := range refs {
+		p := path.Index(i).Child("name")
+		switch {
+		case ref.Name == "":
+			errs = append(errs, field.Required(p, "set the name of a Secret of type kubernetes.io/dockerconfigjson, or remove the entry"))
+		case seen.Has(ref.Name):
+			errs = append(errs, duplicate(p, ref.Name, fmt.Sprintf("Secret %q is listed twice; remove one of the entries", ref.Name)))
+		}
+		seen.Insert(ref.Name)
+	}
+	return errs
+}

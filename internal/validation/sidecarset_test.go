@@ -1,0 +1,141 @@
+package validation
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// wantErr is one expected error: its exact path and type.
+type wantErr struct {
+	path string
+	typ  field.ErrorType
+}
+
+// validationCase changes a fresh validSidecarSet and states exactly which errors that causes.
+type validationCase struct {
+	name   string
+	mutate func(s *appsv1alpha1.SidecarSet) // nil: the valid SidecarSet as it is
+	others []appsv1alpha1.SidecarSet
+	want   []wantErr // nil: no error at all
+	detail string    // when set, every error's message must contain it
+}
+
+// runCases runs ValidateSidecarSet on each case. Besides the exact errors, it checks that every
+// error says something beyond its type (how to fix it) and that no input was modified.
+func runCases(t *testing.T, cases []validationCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			set := validSidecarSet()
+			if tc.mutate != nil {
+				tc.mutate(set)
+			}
+			setBefore := set.DeepCopy()
+			othersBefore := deepCopySets(tc.others)
+
+			errs := ValidateSidecarSet(set, tc.others)
+
+			checkErrors(t, errs, tc.want)
+			for _, err := range errs {
+				if err.Detail == "" || !strings.Contains(err.Detail, tc.detail) {
+					t.Errorf("%s: message %q should say how to fix it and contain %q", err.Field, err.Detail, tc.detail)
+				}
+			}
+			if !equality.Semantic.DeepEqual(set, setBefore) || !equality.Semantic.DeepEqual(tc.others, othersBefore) {
+				t.Errorf("ValidateSidecarSet modified its inputs")
+			}
+		})
+	}
+}
+
+// checkErrors compares errors as a multiset of (type, path): the order they come in is not
+// part of the contract.
+func checkErrors(t *testing.T, errs field.ErrorList, want []wantErr) {
+	t.Helper()
+	got := make([]string, 0, len(errs))
+	for _, err := range errs {
+		got = append(got, string(err.Type)+" "+err.Field)
+	}
+	wanted := make([]string, 0, len(want))
+	for _, w := range want {
+		wanted = append(wanted, string(w.typ)+" "+w.path)
+	}
+	slices.Sort(got)
+	slices.Sort(wanted)
+	if !slices.Equal(got, wanted) {
+		t.Errorf("errors:\n  got  %q\n  want %q\nfull errors: %v", got, wanted, errs.ToAggregate())
+	}
+}
+
+func deepCopySets(sets []appsv1alpha1.SidecarSet) []appsv1alpha1.SidecarSet {
+	if sets == nil {
+		return nil
+	}
+	out := make([]appsv1alpha1.SidecarSet, len(sets))
+	for i := range sets {
+		sets[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+func TestValidateSidecarSetMetadataAndSelectors(t *testing.T) {
+	runCases(t, []validationCase{
+		{name: "realistic log agent and native sidecar proxy are valid"},
+		{name: "init containers alone are enough", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers = nil
+		}},
+		{name: "containers alone are enough", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InitContainers = nil
+		}},
+		{name: "neither containers nor init containers", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers, s.Spec.InitContainers = nil, nil
+		}, want: []wantErr{{"spec.containers", field.ErrorTypeRequired}}, detail: "spec.initContainers"},
+		{name: "name with dots is a valid subdomain", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Name = "observability.example.com"
+		}},
+		{name: "name missing", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Name = ""
+		}, want: []wantErr{{"metadata.name", field.ErrorTypeRequired}}},
+		{name: "name not a DNS subdomain", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Name = "Observability_1"
+		}, want: []wantErr{{"metadata.name", field.ErrorTypeInvalid}}},
+		{name: "selector missing", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector = nil
+		}, want: []wantErr{{"spec.selector", field.ErrorTypeRequired}}},
+		{name: "selector empty", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector = &metav1.LabelSelector{}
+		}, want: []wantErr{{"spec.selector", field.ErrorTypeInvalid}}, detail: "matchExpressions"},
+		{name: "selector matchLabels key invalid", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchLabels["bad key"] = "shop"
+		}, want: []wantErr{{"spec.selector.matchLabels", field.ErrorTypeInvalid}}},
+		{name: "selector In without values", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchExpressions[0].Values = nil
+		}, want: []wantErr{{"spec.selector.matchExpressions[0].values", field.ErrorTypeRequired}}},
+		{name: "selector operator unknown", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
+				metav1.LabelSelectorRequirement{Key: "env", Operator: "Like", Values: []string{"prod"}})
+		}, want: []wantErr{{"spec.selector.matchExpressions[1].operator", field.ErrorTypeInvalid}}},
+		{name: "namespace selector Exists with values", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.NamespaceSelector = expr(req("mesh", exists, "enabled"))
+		}, want: []wantErr{{"spec.namespaceSelector.matchExpressions[0].values", field.ErrorTypeForbidden}}},
+		{name: "namespace selector empty selects every namespace", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.NamespaceSelector = &metav1.LabelSelector{}
+		}},
+		{name: "namespace selector unset", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.NamespaceSelector = nil
+		}},
+		{name: "image pull secret without name", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets[0].Name = ""
+		}, want: []wantErr{{"spec.imagePullSecrets[0].name", field.ErrorTypeRequired}}},
+		{name: "image pull secret listed twice", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets = append(s.Spec.ImagePullSecrets, s.Spec.ImagePullSecrets[0])
+		}, want: []wantErr{{"spec.imagePullSecrets[1].name", field.ErrorTypeDuplicate}}, detail: "registry-credentials"},
+	})
+}

@@ -1,0 +1,45 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Admission results, the values of the result label.
+const (
+	resultInjected = "injected"
+	resultSkipped  = "skipped"
+	resultDenied   = "denied"
+	resultError    = "error"
+)
+
+var (
+	admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sidecarset_pod_admissions_total",
+		Help: "Pod admissions by the sidecar injector, by result (injected, skipped, denied, error) and reason.",
+	}, []string{"result", "reason"})
+	injections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sidecarset_injections_total",
+		Help: "Pods injected, by SidecarSet.",
+	}, []string{"sidecarset"})
+)
+
+func init() {
+	// controller-runtime's registry is served on the manager's metrics endpoint, next to its
+	// own webhook latency histogram (controller_runtime_webhook_latency_seconds).
+	metrics.Registry.MustRegister(admissions, injections)
+}
+
+// Reasons for the reason label.
+const (
+	reasonNotPodCreate      = "NotPodCreate"
+	reasonExcludedNamespace = "ExcludedNamespace"
+	reasonNotOptedIn        = "NotOptedIn"
+	reasonNoMatch           = "NoMatchingSidecarSet"
+	reasonUnchanged         = "AlreadyInjected"
+	reasonInjected          = "Injected"
+	reasonConflict          = "Conflict"
+	reasonDecode            = "DecodeError"
+	reasonNotReady          = "NotReady"
+	reasonNamespaceLookup   = "NamespaceLookupError"
+)

@@ -1,0 +1,116 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+)
+
+// PodInjectorPath is where the pod injector is served; config/webhook registers it.
+const PodInjectorPath = "/mutate-v1-pod"
+
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=IfNeeded
+
+// NamespaceLabelsFunc returns the labels of a namespace, from a cache.
+type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]string, error)
+
+// PodInjector mutates opted-in Pods at creation. The API server only calls it for Pods with the
+// opt-in label (the webhook's objectSelector), outside excluded namespaces.
+type PodInjector struct {
+	// Sets is the compiled view of every SidecarSet.
+	Sets *snapshot.Store
+	// NamespaceLabels looks a namespace's labels up in the manager's cache.
+	NamespaceLabels NamespaceLabelsFunc
+	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
+	// operator's own namespace and kube-system.
+	ExcludedNamespaces sets.Set[string]
+}
+
+var _ admission.Handler = &PodInjector{}
+
+// Handle implements admission.Handler.
+func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create || req.Resource.Resource != "pods" || req.Resource.Group != "" || req.SubResource != "" {
+		return skip(reasonNotPodCreate, "not a pod creation")
+	}
+	pod, err := decodePod(req.Object.Raw)
+	if err != nil {
+		admissions.WithLabelValues(resultError, reasonDecode).Inc()
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	if h.ExcludedNamespaces.Has(pod.Namespace) {
+		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is never injected")
+	}
+	if !inject.OptedIn(pod.Labels) {
+		return skip(reasonNotOptedIn, "pod does not carry the opt-in label")
+	}
+	if !h.Sets.Ready() {
+		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
+		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
+	}
+	return h.inject(ctx, pod)
+}
+
+func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod) admission.Response {
+	candidates := inject.Candidates(h.Sets.Load().Sets, pod.Labels)
+	if len(candidates) == 0 && pod.Annotations[appsv1alpha1.StatusAnnotation] == "" {
+		return skip(reasonNoMatch, "no SidecarSet selects this pod")
+	}
+	in := inject.Input{Pod: pod, Sets: candidates}
+	if inject.NeedNamespace(candidates) {
+		labels, err := h.NamespaceLabels(ctx, pod.Namespace)
+		if err != nil {
+			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", pod.Namespace, err))
+		}
+		in.NamespaceLabels = labels
+	}
+	res, err := inject.Apply(in)
+	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
+		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
+		return admission.Denied(refused.Error())
+	} else if err != nil {
+		admissions.WithLabelValues(resultError, "InjectionError").Inc()
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !res.Changed() {
+		if len(res.Injected) == 0 {
+			return skip(reasonNoMatch, "no SidecarSet injects into this pod").WithWarnings(res.Warnings...)
+		}
+		return skip(reasonUnchanged, "already injected").WithWarnings(res.Warnings...)
+	}
+	for _, name := range res.Injected {
+		injections.WithLabelValues(name).Inc()
+	}
+	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
+	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
+	return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
+}
+
+func skip(reason, message string) admission.Response {
+	admissions.WithLabelValues(resultSkipped, reason).Inc()
+	return admission.Allowed(message)
+}
+
+// podName names a Pod in logs; at creation it often has only a generateName.
+func podName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Name
+	}
+	return pod.GenerateName + "<generated>"
+}

@@ -1,0 +1,134 @@
+/*
+Copyright 2026 The sidecarset-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs sidecarset-operator: the pod injector and SidecarSet validating
+// webhooks on every replica, and the status reconciler on the elected leader.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+	"path/filepath"
+
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/sidecarset/sidecarset-operator/internal/operator"
+)
+
+// olmCertDir is where OLM mounts the webhook serving certificate (tls.crt, tls.key); it is
+// also controller-runtime's default.
+const olmCertDir = "/tmp/k8s-webhook-server/serving-certs"
+
+type flags struct {
+	metricsAddr, probeAddr                  string
+	secureMetrics, enableHTTP2, leaderElect bool
+	webhookCertPath, webhookCertName        string
+	webhookCertKey, webhookHost             string
+	webhookPort                             int
+	leaderElectionNamespace                 string
+}
+
+func parseFlags() (flags, zap.Options) {
+	var f flags
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to, "+
+		"e.g. :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Enable leader election for the status reconciler, "+
+		"so that one replica writes status while every replica serves the webhooks.")
+	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election "+
+		"Lease; defaults to the namespace the operator runs in.")
+	flag.BoolVar(&f.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.BoolVar(&f.enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics and webhook servers.")
+	flag.StringVar(&f.webhookCertPath, "webhook-cert-path", "", "The directory holding the webhook certificate; "+
+		"defaults to "+olmCertDir+", where OLM mounts it.")
+	flag.StringVar(&f.webhookCertName, "webhook-cert-name", "tls.crt", "The webhook certificate file name.")
+	flag.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
+	flag.StringVar(&f.webhookHost, "webhook-host", "", "The address the webhook server binds to; empty means all interfaces.")
+	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
+	opts := zap.Options{Development: false}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	return f, opts
+}
+
+func main() {
+	f, zapOpts := parseFlags()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+	if err := run(f); err != nil {
+		log.Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	log := ctrl.Log.WithName("setup")
+	ctx := ctrl.SetupSignalHandler()
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		return err
+	}
+	var tlsOpts []func(*tls.Config)
+	if !f.enableHTTP2 {
+		// HTTP/2 stream cancellation and rapid reset (CVE-2023-44487, CVE-2023-39325).
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	certDir := f.webhookCertPath
+	if certDir == "" {
+		certDir = olmCertDir
+	}
+	watcher, err := certwatcher.New(filepath.Join(certDir, f.webhookCertName), filepath.Join(certDir, f.webhookCertKey))
+	if err != nil {
+		return err
+	}
+	webhookTLS := append([]func(*tls.Config){func(c *tls.Config) { c.GetCertificate = watcher.GetCertificate }}, tlsOpts...)
+
+	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics, TLSOpts: tlsOpts}
+	if f.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   operator.CacheOptions(),
+		Metrics:                 metricsOpts,
+		WebhookServer:           webhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS}),
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "sidecarset-operator.sidecarset.io",
+		LeaderElectionNamespace: f.leaderElectionNamespace,
+		// Step down at once on shutdown so another replica takes over status without waiting
+		// for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(watcher); err != nil {
+		return err
+	}
+	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: os.Getenv("POD_NAMESPACE")}); err != nil {
+		return err
+	}
+	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// newNamespace creates a namespace with a generated name and deletes it after the test.
+func newNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-", Labels: labels}}
+	must(t, k8s.Create(ctx, ns))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
+	return ns.Name
+}
+
+// createSet creates a SidecarSet through the API server and deletes it after the test.
+func createSet(t *testing.T, set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
+	t.Helper()
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	return set
+}
+
+func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sidecarSet returns a valid SidecarSet selecting app=<app>, with one sidecar that mounts one
+// volume of the set.
+func sidecarSet(name, app string) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+				Name:  name + "-agent",
+				Image: "registry.example/agent:1.0",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}},
+			}}},
+			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent-config"}},
+			}}},
+		},
+	}
+}
+
+// appPod returns a Pod with one app container, labelled app=<app>, opted in when optIn.
+func appPod(ns, name, app string, optIn bool) *corev1.Pod {
+	labels := map[string]string{"app": app}
+	if optIn {
+		labels[appsv1alpha1.InjectLabel] = appsv1alpha1.InjectLabelValue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "registry.example/app:2.1",
+			Env:          []corev1.EnvVar{{Name: "APP_NAME", Value: name}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		}}, Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+	}
+}
+
+func containerNames(cs []corev1.Container) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// eventually polls cond until it holds or 20 seconds pass; the message says what was last seen.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+}
+
+// webhookRequests returns how many requests the webhook server has answered on a path, from
+// controller-runtime's own metric.
+func webhookRequests(t *testing.T, path string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	must(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelValue(m, "webhook") == path {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func contains(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
