@@ -8,7 +8,6 @@ import (
 // SidecarSetSpec declares what to inject and into which Pods.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.containers) && size(self.containers) > 0) || (has(self.initContainers) && size(self.initContainers) > 0)",message="declare at least one entry in spec.containers or spec.initContainers",fieldPath=".containers"
-// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.initContainers) || self.containers.all(c, !self.initContainers.exists(i, i.name == c.name))",message="a name may be used only once across spec.containers and spec.initContainers",fieldPath=".initContainers"
 type SidecarSetSpec struct {
 	// Selector selects the Pods to inject into, by their labels. It is required and must not be
 	// empty: a SidecarSet never applies to every opted-in Pod by accident. Pods must also carry
@@ -121,8 +120,9 @@ type TransferEnvVar struct {
 type SidecarContainer struct {
 	corev1.Container `json:",inline"`
 
-	// PodInjectPolicy puts the container before or after the app containers. It applies to
-	// spec.containers only; init containers always go after the Pod's own init containers.
+	// PodInjectPolicy puts the container before or after the Pod's own containers; for an init
+	// container, before or after the Pod's own init containers (a native-sidecar proxy usually
+	// goes before them, so that they already have its network).
 	// +kubebuilder:default=AfterAppContainer
 	// +optional
 	PodInjectPolicy PodInjectPolicy `json:"podInjectPolicy,omitempty"`
@@ -151,18 +151,26 @@ type SidecarSetStatus struct {
 
 	// MatchedPods is the number of matched Pods.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Matched pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	// +kubebuilder:default=0
 	MatchedPods int32 `json:"matchedPods"`
 
 	// UpdatedPods is the number of matched Pods injected with the current hash.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	// +kubebuilder:default=0
 	UpdatedPods int32 `json:"updatedPods"`
 
 	// ReadyPods is the number of matched Pods injected by this SidecarSet and Ready.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	// +kubebuilder:default=0
 	ReadyPods int32 `json:"readyPods"`
 
 	// UpdatedReadyPods is the number of Pods that are both updated and ready.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated ready pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	// +kubebuilder:default=0
 	UpdatedReadyPods int32 `json:"updatedReadyPods"`
 
 	// Hash identifies the current injected content (containers, init containers, volumes and

@@ -2,6 +2,8 @@ package inject
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -30,8 +32,8 @@ type Skip struct {
 
 // Apply computes the injection of the matching SidecarSets into the Pod. Whatever the Pod's
 // status annotation says an earlier injection added is stripped first and injected again, so
-// Apply of its own output changes nothing. Paused SidecarSets inject nothing new, and what
-// they injected earlier stays as it is.
+// Apply of its own output changes nothing. Paused SidecarSets inject nothing new; what they
+// injected earlier is kept exactly as the Pod has it, at the same place.
 //
 // A *RefusedError is returned when injection would clash with what the Pod or another
 // SidecarSet defines.
@@ -42,24 +44,21 @@ func Apply(in Input) (*Result, error) {
 		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
 	}
 	res := &Result{pod: pod, Records: Records{}}
-	var active []*CompiledSet
+	b := newBuilder(pod, old)
+	// Sets take their turns in name order, so every set's entries land in the same place
+	// whether it injects now or keeps what it injected earlier.
 	for _, set := range in.Sets {
 		reason := set.Match(pod.Labels, in.NamespaceLabels)
 		if reason == Matched && set.Set.Spec.InjectionStrategy.Paused {
 			reason = InjectionPaused
 			if rec, ok := old[set.Name()]; ok {
-				res.Records[set.Name()] = rec // keep what it injected earlier, untouched
+				res.Records[set.Name()] = b.keep(set.Name(), rec)
 			}
 		}
 		if reason != Matched {
 			res.Skipped = append(res.Skipped, Skip{SidecarSet: set.Name(), Reason: reason})
 			continue
 		}
-		active = append(active, set)
-	}
-
-	b := newBuilder(pod, old, res.Records)
-	for _, set := range active {
 		rec, err := b.inject(set)
 		if err != nil {
 			return nil, err
@@ -76,12 +75,9 @@ type owned struct {
 	containers, initContainers, volumes, pullSecrets sets.Set[string]
 }
 
-func ownedBy(recs Records, skip func(set string) bool) owned {
+func ownedBy(recs Records) owned {
 	o := owned{sets.New[string](), sets.New[string](), sets.New[string](), sets.New[string]()}
-	for name, r := range recs {
-		if skip(name) {
-			continue
-		}
+	for _, r := range recs {
 		o.containers.Insert(r.Containers...)
 		o.initContainers.Insert(r.InitContainers...)
 		o.volumes.Insert(r.Volumes...)
@@ -90,15 +86,12 @@ func ownedBy(recs Records, skip func(set string) bool) owned {
 	return o
 }
 
-// builder accumulates the injection of the active SidecarSets into one Pod.
+// builder accumulates the injection of the SidecarSets into one Pod.
 type builder struct {
 	pod *corev1.Pod
-	// strip: what earlier injections by non-paused sets added; removed and injected again.
+	// strip is everything an earlier injection added: it is removed, then injected again
+	// (active sets) or put back as it was (paused sets). What is left is the Pod's own.
 	strip owned
-	// foreign: everything any earlier injection added, kept or stripped; not app content.
-	foreign owned
-	// kept: injected earlier by a paused set, staying in place.
-	kept Records
 
 	appContainers []*corev1.Container // the Pod's own containers, in order
 
@@ -107,35 +100,74 @@ type builder struct {
 	volumeOwner                map[string]string // volume name -> set that adds it
 	pullSecrets                []corev1.LocalObjectReference
 	containerOwner             map[string]string // injected container name -> set
+	addedContainers            bool              // something went into spec.containers
 	warnings                   []string
 }
 
 // placement holds the new containers of one list, split by podInjectPolicy.
 type placement struct{ before, after []corev1.Container }
 
-func newBuilder(pod *corev1.Pod, old, kept Records) *builder {
+func (p *placement) add(c corev1.Container, before bool) {
+	if before {
+		p.before = append(p.before, c)
+	} else {
+		p.after = append(p.after, c)
+	}
+}
+
+func newBuilder(pod *corev1.Pod, old Records) *builder {
 	b := &builder{
 		pod:            pod,
-		strip:          ownedBy(old, func(set string) bool { _, k := kept[set]; return k }),
-		foreign:        ownedBy(old, func(string) bool { return false }),
-		kept:           kept,
+		strip:          ownedBy(old),
 		volumeOwner:    map[string]string{},
 		containerOwner: map[string]string{},
 	}
 	for i := range pod.Spec.Containers {
-		if !b.foreign.containers.Has(pod.Spec.Containers[i].Name) {
+		if !b.strip.containers.Has(pod.Spec.Containers[i].Name) {
 			b.appContainers = append(b.appContainers, &pod.Spec.Containers[i])
 		}
 	}
-	for set, r := range kept {
-		for _, n := range append(append([]string{}, r.Containers...), r.InitContainers...) {
-			b.containerOwner[n] = set
-		}
-		for _, n := range r.Volumes {
-			b.volumeOwner[n] = set
+	return b
+}
+
+// keep puts back what a paused set injected earlier, exactly as the Pod has it, and returns
+// its record reduced to what the Pod still has.
+func (b *builder) keep(set string, rec Record) Record {
+	out := Record{Hash: rec.Hash}
+	out.Containers = b.keepContainers(set, rec.Containers, b.pod.Spec.Containers, b.strip.containers, &b.containers)
+	out.InitContainers = b.keepContainers(set, rec.InitContainers, b.pod.Spec.InitContainers, b.strip.initContainers, &b.initContainers)
+	for _, name := range rec.Volumes {
+		if i := slices.IndexFunc(b.pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == name }); i >= 0 {
+			b.volumes = append(b.volumes, b.pod.Spec.Volumes[i])
+			b.volumeOwner[name] = set
+			out.Volumes = append(out.Volumes, name)
 		}
 	}
-	return b
+	for _, name := range rec.ImagePullSecrets {
+		if slices.ContainsFunc(b.pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name }) &&
+			!b.hasPullSecret(name) {
+			b.pullSecrets = append(b.pullSecrets, corev1.LocalObjectReference{Name: name})
+			out.ImagePullSecrets = append(out.ImagePullSecrets, name)
+		}
+	}
+	return out
+}
+
+// keepContainers re-places a paused set's containers on the side of the Pod's own containers
+// where they were.
+func (b *builder) keepContainers(set string, names []string, list []corev1.Container, injected sets.Set[string], into *placement) []string {
+	firstOwn := slices.IndexFunc(list, func(c corev1.Container) bool { return !injected.Has(c.Name) })
+	var kept []string
+	for _, name := range names {
+		i := slices.IndexFunc(list, func(c corev1.Container) bool { return c.Name == name })
+		if i < 0 {
+			continue
+		}
+		into.add(list[i], firstOwn >= 0 && i < firstOwn)
+		b.containerOwner[name] = set
+		kept = append(kept, name)
+	}
+	return kept
 }
 
 // inject adds one SidecarSet and returns its record.
@@ -181,33 +213,38 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 	}
 	rendered := b.render(c, sc)
 	if existing, list := b.appContainer(name); existing != nil {
-		if list == field[len("spec."):] && sameContainer(existing, rendered) {
+		sameList := (list == "container") == (into == &b.containers)
+		if sameList && sameContainer(existing, rendered, b.pod.Spec.HostNetwork) {
 			b.containerOwner[name] = c.Name()
 			return false, nil
 		}
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
-			"the pod already has a %s entry named %q with a different definition; the sidecar would replace it, so rename the pod's container or the sidecar", list, name)}
+			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
 	b.containerOwner[name] = c.Name()
-	if sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer {
-		into.before = append(into.before, *rendered)
-	} else {
-		into.after = append(into.after, *rendered)
-	}
+	into.add(*rendered, sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer)
+	b.addedContainers = b.addedContainers || into == &b.containers
 	return true, nil
+}
+
+func article(noun string) string {
+	if strings.IndexAny(noun[:1], "aeiou") == 0 {
+		return "an " + noun
+	}
+	return "a " + noun
 }
 
 // appContainer finds a container or init container of the Pod's own (not injected earlier)
 // with that name, and says which list holds it.
 func (b *builder) appContainer(name string) (*corev1.Container, string) {
 	for i := range b.pod.Spec.Containers {
-		if c := &b.pod.Spec.Containers[i]; c.Name == name && !b.foreign.containers.Has(name) {
-			return c, "containers"
+		if c := &b.pod.Spec.Containers[i]; c.Name == name && !b.strip.containers.Has(name) {
+			return c, "container"
 		}
 	}
 	for i := range b.pod.Spec.InitContainers {
-		if c := &b.pod.Spec.InitContainers[i]; c.Name == name && !b.foreign.initContainers.Has(name) {
-			return c, "initContainers"
+		if c := &b.pod.Spec.InitContainers[i]; c.Name == name && !b.strip.initContainers.Has(name) {
+			return c, "init container"
 		}
 	}
 	return nil, ""
@@ -352,7 +389,7 @@ func (b *builder) addVolume(c *CompiledSet, i int, v *corev1.Volume) (bool, erro
 
 // podVolume finds a volume of the Pod's own (not added by an earlier injection).
 func (b *builder) podVolume(name string) *corev1.Volume {
-	if b.foreign.volumes.Has(name) {
+	if b.strip.volumes.Has(name) {
 		return nil
 	}
 	for i := range b.pod.Spec.Volumes {
@@ -363,17 +400,11 @@ func (b *builder) podVolume(name string) *corev1.Volume {
 	return nil
 }
 
-// injectedVolume finds a volume added in this injection, or kept from a paused set's earlier
-// one.
+// injectedVolume finds a volume added (or kept) in this injection.
 func (b *builder) injectedVolume(name string) *corev1.Volume {
 	for i := range b.volumes {
 		if b.volumes[i].Name == name {
 			return &b.volumes[i]
-		}
-	}
-	for i := range b.pod.Spec.Volumes {
-		if b.pod.Spec.Volumes[i].Name == name && !b.strip.volumes.Has(name) {
-			return &b.pod.Spec.Volumes[i]
 		}
 	}
 	return nil

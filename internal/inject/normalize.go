@@ -13,9 +13,10 @@ import (
 // container that the API server merely defaulted "different"; these helpers compare them as
 // the API server would store them. They copy and never change their arguments.
 
-// sameContainer reports whether two containers are equal once both are defaulted.
-func sameContainer(a, b *corev1.Container) bool {
-	return equality.Semantic.DeepEqual(defaultedContainer(a), defaultedContainer(b))
+// sameContainer reports whether two containers are equal once both are defaulted, in a Pod
+// using the host network or not.
+func sameContainer(a, b *corev1.Container, hostNetwork bool) bool {
+	return equality.Semantic.DeepEqual(defaultedContainer(a, hostNetwork), defaultedContainer(b, hostNetwork))
 }
 
 // sameVolume reports whether two volumes are equal once both are defaulted.
@@ -23,7 +24,7 @@ func sameVolume(a, b *corev1.Volume) bool {
 	return equality.Semantic.DeepEqual(defaultedVolume(a), defaultedVolume(b))
 }
 
-func defaultedContainer(in *corev1.Container) *corev1.Container {
+func defaultedContainer(in *corev1.Container, hostNetwork bool) *corev1.Container {
 	c := in.DeepCopy()
 	if c.TerminationMessagePath == "" {
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
@@ -38,6 +39,9 @@ func defaultedContainer(in *corev1.Container) *corev1.Container {
 		if c.Ports[i].Protocol == "" {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
 		}
+		if hostNetwork && c.Ports[i].HostPort == 0 {
+			c.Ports[i].HostPort = c.Ports[i].ContainerPort
+		}
 	}
 	for i := range c.Env {
 		if f := c.Env[i].ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
@@ -46,6 +50,13 @@ func defaultedContainer(in *corev1.Container) *corev1.Container {
 	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		defaultProbe(p)
+	}
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []*corev1.LifecycleHandler{l.PostStart, l.PreStop} {
+			if h != nil {
+				defaultHTTPGet(h.HTTPGet)
+			}
+		}
 	}
 	// A limit without a request becomes the request too.
 	for name, limit := range c.Resources.Limits {
@@ -59,14 +70,16 @@ func defaultedContainer(in *corev1.Container) *corev1.Container {
 	return c
 }
 
-// defaultPullPolicy is the API server's rule: Always for the latest tag or no tag, otherwise
-// IfNotPresent. Digests count as a tag.
+// defaultPullPolicy is the API server's rule: Always when the tag is latest, or when there is
+// neither a tag nor a digest (which means latest); otherwise IfNotPresent.
 func defaultPullPolicy(image string) corev1.PullPolicy {
-	name := image[strings.LastIndex(image, "/")+1:]
-	if strings.Contains(name, "@") {
-		return corev1.PullIfNotPresent
+	name, digest, _ := strings.Cut(image, "@")
+	name = name[strings.LastIndex(name, "/")+1:]
+	tag := ""
+	if i := strings.LastIndex(name, ":"); i >= 0 {
+		tag = name[i+1:]
 	}
-	if i := strings.LastIndex(name, ":"); i < 0 || name[i+1:] == "latest" {
+	if tag == "latest" || (tag == "" && digest == "") {
 		return corev1.PullAlways
 	}
 	return corev1.PullIfNotPresent
@@ -88,13 +101,29 @@ func defaultProbe(p *corev1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = 3
 	}
-	if p.HTTPGet != nil && p.HTTPGet.Scheme == "" {
-		p.HTTPGet.Scheme = corev1.URISchemeHTTP
+	defaultHTTPGet(p.HTTPGet)
+	if p.GRPC != nil && p.GRPC.Service == nil {
+		p.GRPC.Service = ptr.To("")
+	}
+}
+
+func defaultHTTPGet(g *corev1.HTTPGetAction) {
+	if g == nil {
+		return
+	}
+	if g.Path == "" {
+		g.Path = "/"
+	}
+	if g.Scheme == "" {
+		g.Scheme = corev1.URISchemeHTTP
 	}
 }
 
 func defaultVolume(v *corev1.Volume) {
 	const mode = corev1.ConfigMapVolumeSourceDefaultMode
+	if equality.Semantic.DeepEqual(v.VolumeSource, corev1.VolumeSource{}) {
+		v.EmptyDir = &corev1.EmptyDirVolumeSource{} // a volume with no source is an emptyDir
+	}
 	switch {
 	case v.ConfigMap != nil && v.ConfigMap.DefaultMode == nil:
 		v.ConfigMap.DefaultMode = ptr.To[int32](mode)
@@ -108,6 +137,13 @@ func defaultVolume(v *corev1.Volume) {
 		v.HostPath.Type = ptr.To(corev1.HostPathUnset)
 	case v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.IsZero():
 		v.EmptyDir.SizeLimit = nil
+	}
+	if v.Projected != nil {
+		for i := range v.Projected.Sources {
+			if t := v.Projected.Sources[i].ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
+				t.ExpirationSeconds = ptr.To[int64](3600)
+			}
+		}
 	}
 	if v.DownwardAPI != nil {
 		for i := range v.DownwardAPI.Items {

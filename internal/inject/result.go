@@ -120,10 +120,11 @@ func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
 func (b *builder) finish(res *Result) {
 	pod := b.pod
 	res.Warnings = b.warnings
+	same := func(a, c *corev1.Container) bool { return sameContainer(a, c, pod.Spec.HostNetwork) }
 	res.containers = newListEdit(pod.Spec.Containers, byName(b.strip.containers, containerName),
-		b.containers.before, b.containers.after, sameContainer)
+		b.containers.before, b.containers.after, same)
 	res.initContainers = newListEdit(pod.Spec.InitContainers, byName(b.strip.initContainers, containerName),
-		b.initContainers.before, b.initContainers.after, sameContainer)
+		b.initContainers.before, b.initContainers.after, same)
 	res.volumes = newListEdit(pod.Spec.Volumes, byName(b.strip.volumes, func(v *corev1.Volume) string { return v.Name }),
 		nil, b.volumes, sameVolume)
 	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, byName(b.strip.pullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }),
@@ -139,7 +140,9 @@ func (b *builder) finish(res *Result) {
 	case had:
 		res.annotations[appsv1alpha1.StatusAnnotation] = nil
 	}
-	if _, ok := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && len(res.Injected) > 0 && len(b.appContainers) > 0 {
+	// kubectl exec and logs default to the first container: pin it to the app's when sidecars
+	// join spec.containers (a BeforeAppContainer sidecar would otherwise take its place).
+	if _, ok := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && b.addedContainers && len(b.appContainers) > 0 {
 		name := b.appContainers[0].Name
 		res.annotations[appsv1alpha1.DefaultContainerAnnotation] = &name
 	}
@@ -204,7 +207,8 @@ func (r *Result) annotationOps() []jsonpatch.Operation {
 		return nil
 	}
 	keys := sets.List(sets.KeySet(r.annotations))
-	if r.pod.Annotations == nil {
+	// An empty map is absent from the Pod's JSON: adding under it would fail.
+	if len(r.pod.Annotations) == 0 {
 		all := map[string]string{}
 		for _, k := range keys {
 			if v := r.annotations[k]; v != nil {

@@ -45,32 +45,46 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if req.Operation != admissionv1.Create || req.Resource.Resource != "pods" || req.Resource.Group != "" || req.SubResource != "" {
 		return skip(reasonNotPodCreate, "not a pod creation")
 	}
-	pod, err := decodePod(req.Object.Raw)
-	if err != nil {
-		admissions.WithLabelValues(resultError, reasonDecode).Inc()
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
+	var view headView
+	if err := unmarshal(req.Object.Raw, &view); err != nil {
+		return decodeError(err)
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
+	meta := &view.Metadata
+	if meta.Namespace == "" {
+		meta.Namespace = req.Namespace
 	}
-	if h.ExcludedNamespaces.Has(pod.Namespace) {
-		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is never injected")
+	if h.ExcludedNamespaces.Has(meta.Namespace) {
+		return skip(reasonExcludedNamespace, "namespace "+meta.Namespace+" is never injected")
 	}
-	if !inject.OptedIn(pod.Labels) {
+	if !inject.OptedIn(meta.Labels) {
 		return skip(reasonNotOptedIn, "pod does not carry the opt-in label")
 	}
 	if !h.Sets.Ready() {
 		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
-	return h.inject(ctx, pod)
-}
-
-func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod) admission.Response {
-	candidates := inject.Candidates(h.Sets.Load().Sets, pod.Labels)
-	if len(candidates) == 0 && pod.Annotations[appsv1alpha1.StatusAnnotation] == "" {
+	candidates := inject.Candidates(h.Sets.Load().Sets, meta.Labels)
+	if len(candidates) == 0 && meta.Annotations[appsv1alpha1.StatusAnnotation] == "" {
 		return skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
+	pod := headPod(&view)
+	if needsFull(&view, fullNames(candidates, meta.Annotations)) {
+		var full fullView
+		if err := unmarshal(req.Object.Raw, &full); err != nil {
+			return decodeError(err)
+		}
+		full.Metadata.Namespace = meta.Namespace
+		pod = fullPod(&full)
+	}
+	return h.inject(ctx, pod, candidates)
+}
+
+func decodeError(err error) admission.Response {
+	admissions.WithLabelValues(resultError, reasonDecode).Inc()
+	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
+}
+
+func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []*inject.CompiledSet) admission.Response {
 	in := inject.Input{Pod: pod, Sets: candidates}
 	if inject.NeedNamespace(candidates) {
 		labels, err := h.NamespaceLabels(ctx, pod.Namespace)

@@ -3,40 +3,143 @@ package webhook
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/json"
+	"k8s.io/apimachinery/pkg/util/sets"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
-// podView is the part of a Pod that injection reads. Decoding only this much is most of what
-// makes the injector cheap: a Pod's status, most of its metadata and every spec field but the
-// four lists below are skipped, and the JSON patch never needs the rest.
-type podView struct {
-	Metadata struct {
-		Name         string            `json:"name,omitempty"`
-		GenerateName string            `json:"generateName,omitempty"`
-		Namespace    string            `json:"namespace,omitempty"`
-		Labels       map[string]string `json:"labels,omitempty"`
-		Annotations  map[string]string `json:"annotations,omitempty"`
-	} `json:"metadata"`
-	Spec struct {
-		Containers       []corev1.Container            `json:"containers,omitempty"`
-		InitContainers   []corev1.Container            `json:"initContainers,omitempty"`
-		Volumes          []corev1.Volume               `json:"volumes,omitempty"`
+// podMeta is the metadata injection reads.
+type podMeta struct {
+	Name         string            `json:"name,omitempty"`
+	GenerateName string            `json:"generateName,omitempty"`
+	Namespace    string            `json:"namespace,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+}
+
+// podView is the part of a Pod that injection reads, with containers of type C and volumes of
+// type V. Decoding only this much is most of what makes the injector cheap: the Pod's status,
+// most of its metadata and every other spec field are skipped, and the JSON patch never needs
+// them.
+type podView[C, V any] struct {
+	Metadata podMeta `json:"metadata"`
+	Spec     struct {
+		Containers       []C                           `json:"containers,omitempty"`
+		InitContainers   []C                           `json:"initContainers,omitempty"`
+		Volumes          []V                           `json:"volumes,omitempty"`
 		ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+		// HostNetwork changes how the API server defaults container ports.
+		HostNetwork bool `json:"hostNetwork,omitempty"`
 	} `json:"spec"`
 }
 
-// decodePod decodes the fields injection needs into a Pod. Decoding is case-sensitive, as the
-// API server's is.
-func decodePod(raw []byte) (*corev1.Pod, error) {
-	var v podView
-	if err := json.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
-		return nil, err
+// containerHead is what injection reads of a container it only injects next to: its name
+// (clashes), env (transferEnv) and volume mounts (shareVolumePolicy).
+type containerHead struct {
+	Name         string               `json:"name"`
+	Env          []corev1.EnvVar      `json:"env,omitempty"`
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+}
+
+// volumeHead is what injection reads of a volume it only adds volumes next to.
+type volumeHead struct {
+	Name string `json:"name"`
+}
+
+// headView is the first, cheap decoding of every admitted Pod.
+type headView = podView[containerHead, volumeHead]
+
+// fullView decodes the containers and volumes completely; it is needed only when the engine may
+// compare one of them with a sidecar's definition (see needsFull).
+type fullView = podView[corev1.Container, corev1.Volume]
+
+// unmarshal decodes case-sensitively, as the API server does.
+func unmarshal(raw []byte, into any) error {
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(raw, into)
+}
+
+// needsFull reports whether the Pod has a container or volume whose definition the engine may
+// compare: one named like something a candidate set injects (a clash, or identical and kept),
+// or one the status annotation lists (stripped, re-injected, and compared to detect a no-op).
+func needsFull(v *headView, full sets.Set[string]) bool {
+	for _, list := range [][]containerHead{v.Spec.Containers, v.Spec.InitContainers} {
+		for i := range list {
+			if full.Has(list[i].Name) {
+				return true
+			}
+		}
 	}
-	m := &v.Metadata
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
-			Labels: m.Labels, Annotations: m.Annotations},
-		Spec: corev1.PodSpec{Containers: v.Spec.Containers, InitContainers: v.Spec.InitContainers,
-			Volumes: v.Spec.Volumes, ImagePullSecrets: v.Spec.ImagePullSecrets},
-	}, nil
+	for i := range v.Spec.Volumes {
+		if full.Has(v.Spec.Volumes[i].Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// headPod returns the Pod the engine sees: containers reduced to their heads, volumes to their
+// names. The engine reads nothing else of them and the JSON patch never rewrites them.
+func headPod(v *headView) *corev1.Pod {
+	pod := v.Metadata.pod()
+	pod.Spec.Containers = heads(v.Spec.Containers)
+	pod.Spec.InitContainers = heads(v.Spec.InitContainers)
+	if v.Spec.Volumes != nil {
+		pod.Spec.Volumes = make([]corev1.Volume, len(v.Spec.Volumes))
+		for i := range v.Spec.Volumes {
+			pod.Spec.Volumes[i].Name = v.Spec.Volumes[i].Name
+		}
+	}
+	pod.Spec.ImagePullSecrets = v.Spec.ImagePullSecrets
+	pod.Spec.HostNetwork = v.Spec.HostNetwork
+	return pod
+}
+
+func heads(in []containerHead) []corev1.Container {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(in))
+	for i := range in {
+		out[i] = corev1.Container{Name: in[i].Name, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
+	}
+	return out
+}
+
+// fullPod returns the Pod the engine sees, in full.
+func fullPod(v *fullView) *corev1.Pod {
+	pod := v.Metadata.pod()
+	pod.Spec = corev1.PodSpec{Containers: v.Spec.Containers, InitContainers: v.Spec.InitContainers,
+		Volumes: v.Spec.Volumes, ImagePullSecrets: v.Spec.ImagePullSecrets, HostNetwork: v.Spec.HostNetwork}
+	return pod
+}
+
+func (m *podMeta) pod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
+		Labels: m.Labels, Annotations: m.Annotations}}
+}
+
+// fullNames are the container and volume names the engine may compare definitions of: what
+// the candidate sets inject and what the status annotation says was injected before.
+func fullNames(candidates []*inject.CompiledSet, annotations map[string]string) sets.Set[string] {
+	full := sets.New[string]()
+	for _, c := range candidates {
+		for i := range c.Set.Spec.Containers {
+			full.Insert(c.Set.Spec.Containers[i].Name)
+		}
+		for i := range c.Set.Spec.InitContainers {
+			full.Insert(c.Set.Spec.InitContainers[i].Name)
+		}
+		for i := range c.Set.Spec.Volumes {
+			full.Insert(c.Set.Spec.Volumes[i].Name)
+		}
+	}
+	// A malformed annotation is reported by the engine; here it simply names nothing.
+	recs, _ := inject.ParseRecords(annotations)
+	for _, r := range recs {
+		full.Insert(r.Containers...)
+		full.Insert(r.InitContainers...)
+		full.Insert(r.Volumes...)
+	}
+	return full
 }

@@ -1,0 +1,171 @@
+package inject_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*"+goldenSuffix+" from the engine's output instead of comparing")
+
+const testdataDir = "testdata"
+
+// TestGolden injects every testdata/<case>.yaml and compares the outcome with
+// testdata/<case>.injected.yaml. The injected Pod is rendered twice, from Result.Pod and by
+// applying Result.Patch to the input's JSON, and both renderings must match the golden file.
+// Every successful case must also be idempotent and leave its inputs untouched.
+func TestGolden(t *testing.T) {
+	cases := loadGoldenCases(t, testdataDir)
+	if !*update {
+		assertNoOrphanGoldens(t, cases)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			in := c.Input(t)
+			before := snapshotInput(in)
+			res, err := inject.Apply(in)
+			if err != nil {
+				requireRefused(t, err)
+				compareGolden(t, c.Name, renderGolden(t, c.Name, nil, err, nil))
+				before.assertUnchanged(t, in)
+				return
+			}
+			got := renderGolden(t, c.Name, res, nil, res.Pod())
+			viaPatch := renderGolden(t, c.Name, res, nil, patchedPod(t, c.Pod, res.Patch()))
+			if !bytes.Equal(got, viaPatch) {
+				t.Errorf("Patch() applied to the input pod disagrees with Pod() (-Pod() +patched):\n%s",
+					yamlDiff(t, got, viaPatch))
+			}
+			compareGolden(t, c.Name, got)
+			assertIdempotent(t, res, c.Input(t))
+			before.assertUnchanged(t, in)
+		})
+	}
+}
+
+// goldenResult is the content of a golden file: the refusal, or the injected Pod with what
+// the engine reported.
+type goldenResult struct {
+	Error    string         `json:"error,omitempty"`
+	Changed  *bool          `json:"changed,omitempty"`
+	Injected []string       `json:"injected,omitempty"`
+	Skipped  []goldenSkip   `json:"skipped,omitempty"`
+	Warnings []string       `json:"warnings,omitempty"`
+	Pod      map[string]any `json:"pod,omitempty"`
+}
+
+type goldenSkip struct {
+	SidecarSet string             `json:"sidecarSet"`
+	Reason     inject.MatchReason `json:"reason"`
+}
+
+func renderGolden(t testing.TB, name string, res *inject.Result, applyErr error, pod *corev1.Pod) []byte {
+	t.Helper()
+	var out goldenResult
+	if applyErr != nil {
+		out.Error = applyErr.Error()
+	} else {
+		changed := res.Changed()
+		out.Changed = &changed
+		out.Injected = res.Injected
+		out.Warnings = res.Warnings
+		for _, s := range res.Skipped {
+			out.Skipped = append(out.Skipped, goldenSkip{SidecarSet: s.SidecarSet, Reason: s.Reason})
+		}
+		out.Pod = goldenPod(t, pod)
+	}
+	raw, err := yaml.Marshal(out)
+	if err != nil {
+		t.Fatalf("rendering golden output: %v", err)
+	}
+	header := "# Output of TestGolden for " + name + ".yaml. Regenerate with:\n" +
+		"#   go test ./internal/inject -run TestGolden -update\n"
+	return append([]byte(header), raw...)
+}
+
+// goldenPod is the Pod as a map, without the empty creationTimestamp and status that every
+// Pod built from YAML serializes.
+func goldenPod(t testing.TB, pod *corev1.Pod) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(mustJSON(t, pod), &m); err != nil {
+		t.Fatalf("decoding pod JSON: %v", err)
+	}
+	if meta, ok := m["metadata"].(map[string]any); ok && meta["creationTimestamp"] == nil {
+		delete(meta, "creationTimestamp")
+	}
+	if status, ok := m["status"].(map[string]any); ok && len(status) == 0 {
+		delete(m, "status")
+	}
+	return m
+}
+
+func goldenPath(name string) string { return filepath.Join(testdataDir, name+goldenSuffix) }
+
+// compareGolden compares got with the case's golden file, or rewrites the file under -update.
+func compareGolden(t testing.TB, name string, got []byte) {
+	t.Helper()
+	path := goldenPath(name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatalf("writing golden file: %v", err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("golden file %s is missing; run: go test ./internal/inject -run TestGolden -update", path)
+	}
+	if err != nil {
+		t.Fatalf("reading golden file: %v", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s is stale (-want +got):\n%s\nIf the change is intended, run: go test ./internal/inject -run TestGolden -update",
+			path, yamlDiff(t, want, got))
+	}
+}
+
+// assertNoOrphanGoldens fails on golden files whose case is gone: they would never be checked.
+func assertNoOrphanGoldens(t testing.TB, cases []goldenCase) {
+	t.Helper()
+	goldens, err := filepath.Glob(filepath.Join(testdataDir, "*"+goldenSuffix))
+	if err != nil {
+		t.Fatalf("listing golden files: %v", err)
+	}
+	known := map[string]bool{}
+	for _, c := range cases {
+		known[goldenPath(c.Name)] = true
+	}
+	for _, g := range goldens {
+		if !known[g] {
+			t.Errorf("golden file %s has no case %s.yaml; delete it", g, strings.TrimSuffix(filepath.Base(g), goldenSuffix))
+		}
+	}
+}
+
+// yamlDiff diffs two YAML documents structurally, falling back to the raw text when one of
+// them is not YAML.
+func yamlDiff(t testing.TB, a, b []byte) string {
+	t.Helper()
+	var av, bv any
+	lines := func(s []byte) []string { return strings.Split(string(s), "\n") }
+	if yaml.Unmarshal(a, &av) != nil || yaml.Unmarshal(b, &bv) != nil {
+		return diff.Diff(lines(a), lines(b))
+	}
+	if d := diff.Diff(av, bv); strings.TrimSpace(d) != "" {
+		return d
+	}
+	return diff.Diff(lines(a), lines(b)) // same structure, different text (comments, layout)
+}

@@ -1,0 +1,157 @@
+package inject_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+func TestParseRecords(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        inject.Records
+		wantErr     bool
+	}{
+		{name: "no annotations", annotations: nil, want: nil},
+		{name: "no status annotation", annotations: map[string]string{"team": "shop"}, want: nil},
+		{name: "empty value", annotations: map[string]string{appsv1alpha1.StatusAnnotation: ""}, want: nil},
+		{name: "empty object", annotations: map[string]string{appsv1alpha1.StatusAnnotation: "{}"}, want: inject.Records{}},
+		{
+			name: "as the operator writes it",
+			annotations: map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":{"hash":"80537cf62621b3ac","containers":["log-agent"],"volumes":["fluent-bit-config"]},` +
+				`"mesh-proxy":{"hash":"8888f328aec669ba","initContainers":["mesh-proxy"],"imagePullSecrets":["ghcr-example"]}}`},
+			want: inject.Records{
+				"log-agent":  {Hash: "80537cf62621b3ac", Containers: []string{"log-agent"}, Volumes: []string{"fluent-bit-config"}},
+				"mesh-proxy": {Hash: "8888f328aec669ba", InitContainers: []string{"mesh-proxy"}, ImagePullSecrets: []string{"ghcr-example"}},
+			},
+		},
+		{name: "truncated", annotations: map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":{"hash":"x"`}, wantErr: true},
+		{name: "a list", annotations: map[string]string{appsv1alpha1.StatusAnnotation: `["log-agent"]`}, wantErr: true},
+		{name: "record is a string", annotations: map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":"80537cf62621b3ac"}`}, wantErr: true},
+		{name: "containers is a string", annotations: map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":{"hash":"x","containers":"log-agent"}}`}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := inject.ParseRecords(tt.annotations)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("ParseRecords() = %v, want an error", got)
+				}
+				// The message is shown to users whose pod is refused: it must name the annotation
+				// and say what to do.
+				if msg := err.Error(); !strings.Contains(msg, appsv1alpha1.StatusAnnotation) || !strings.Contains(msg, "remove it") {
+					t.Errorf("ParseRecords() error = %q, want it to name %s and the fix", msg, appsv1alpha1.StatusAnnotation)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseRecords() error = %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseRecords() = %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRecordsEncodeRoundTrip(t *testing.T) {
+	tests := []struct {
+		name    string
+		records inject.Records
+		want    string
+	}{
+		{name: "empty", records: inject.Records{}, want: `{}`},
+		{name: "hash only", records: inject.Records{"log-agent": {Hash: "80537cf62621b3ac"}}, want: `{"log-agent":{"hash":"80537cf62621b3ac"}}`},
+		{
+			name: "every field, keys sorted",
+			records: inject.Records{
+				"mesh-proxy": {Hash: "2", InitContainers: []string{"mesh-proxy"}, Volumes: []string{"mesh-certs", "mesh-token"}, ImagePullSecrets: []string{"ghcr"}},
+				"log-agent":  {Hash: "1", Containers: []string{"log-agent", "log-rotate"}},
+			},
+			want: `{"log-agent":{"hash":"1","containers":["log-agent","log-rotate"]},` +
+				`"mesh-proxy":{"hash":"2","initContainers":["mesh-proxy"],"volumes":["mesh-certs","mesh-token"],"imagePullSecrets":["ghcr"]}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			encoded := tt.records.Encode()
+			if encoded != tt.want {
+				t.Errorf("Encode() = %s, want %s", encoded, tt.want)
+			}
+			parsed, err := inject.ParseRecords(map[string]string{appsv1alpha1.StatusAnnotation: encoded})
+			if err != nil {
+				t.Fatalf("ParseRecords(Encode()) error = %v", err)
+			}
+			if !reflect.DeepEqual(parsed, tt.records) {
+				t.Errorf("ParseRecords(Encode()) = %#v, want %#v", parsed, tt.records)
+			}
+			if again := parsed.Encode(); again != encoded {
+				t.Errorf("Encode() is not stable: %s, then %s", encoded, again)
+			}
+		})
+	}
+}
+
+func TestRecordsNames(t *testing.T) {
+	r := inject.Records{"mesh-proxy": {}, "auth-proxy": {}, "log-agent": {}}
+	if got, want := r.Names(), []string{"auth-proxy", "log-agent", "mesh-proxy"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %v, want %v", got, want)
+	}
+	if got := (inject.Records{}).Names(); len(got) != 0 {
+		t.Errorf("Names() of no records = %v, want none", got)
+	}
+}
+
+func TestInjectedHash(t *testing.T) {
+	annotations := map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":{"hash":"80537cf62621b3ac","containers":["log-agent"]}}`}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		set         string
+		wantHash    string
+		wantOK      bool
+	}{
+		{name: "recorded", annotations: annotations, set: "log-agent", wantHash: "80537cf62621b3ac", wantOK: true},
+		{name: "other set", annotations: annotations, set: "mesh-proxy"},
+		{name: "no annotation", annotations: nil, set: "log-agent"},
+		{name: "malformed annotation names no set", annotations: map[string]string{appsv1alpha1.StatusAnnotation: `{"log-agent":`}, set: "log-agent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hash, ok := inject.InjectedHash(tt.annotations, tt.set)
+			if hash != tt.wantHash || ok != tt.wantOK {
+				t.Errorf("InjectedHash() = %q, %v, want %q, %v", hash, ok, tt.wantHash, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestRefusedErrorMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  inject.RefusedError
+		want string
+	}{
+		{
+			name: "clash with a SidecarSet",
+			err:  inject.RefusedError{SidecarSet: "log-agent", Field: "spec.containers[0].name", Detail: "clash"},
+			want: `SidecarSet "log-agent" spec.containers[0].name: clash`,
+		},
+		{
+			name: "the pod itself is at fault",
+			err:  inject.RefusedError{Field: "metadata.annotations[sidecarset.io/status]", Detail: "unreadable"},
+			want: `pod metadata.annotations[sidecarset.io/status]: unreadable`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("Error() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

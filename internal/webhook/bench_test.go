@@ -1,0 +1,160 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+)
+
+// realisticPod is what a Deployment typically creates: two app containers with env, ports,
+// probes, resources and mounts; about ten labels; an owner reference.
+func realisticPod() *corev1.Pod {
+	labels := map[string]string{
+		"app": "checkout", "app.kubernetes.io/name": "checkout", "app.kubernetes.io/instance": "checkout-prod",
+		"app.kubernetes.io/version": "4.2.1", "app.kubernetes.io/component": "api", "app.kubernetes.io/part-of": "shop",
+		"pod-template-hash": "6f9c8d7b5", "team": "payments", "tier": "backend", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue,
+	}
+	app := func(name string, port int32) corev1.Container {
+		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}},
+			PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+		return corev1.Container{
+			Name: name, Image: "registry.example/shop/" + name + ":4.2.1", ImagePullPolicy: corev1.PullIfNotPresent,
+			Args: []string{"--port", fmt.Sprint(port), "--log-format=json"},
+			Env: []corev1.EnvVar{{Name: "APP_NAME", Value: name}, {Name: "LOG_LEVEL", Value: "info"},
+				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+				{Name: "DB_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}},
+			Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+			ReadinessProbe: probe, LivenessProbe: probe.DeepCopy(),
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "logs", MountPath: "/var/log/app"}, {Name: "config", MountPath: "/etc/app", ReadOnly: true},
+				{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+			TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		}
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "checkout-6f9c8d7b5-", Namespace: "shop", Labels: labels,
+			Annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-6f9c8d7b5",
+				UID: "3f6c0f4e-8a57-4d0c-9a55-2f7a1c1e9b10", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{app("api", 8080), app("worker", 8081)},
+			Volumes: []corev1.Volume{{Name: "logs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "checkout"}, DefaultMode: ptr.To[int32](420)}}},
+				{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					DefaultMode: ptr.To[int32](420), Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+						Path: "token", ExpirationSeconds: ptr.To[int64](3607)}}}}}}},
+			RestartPolicy: corev1.RestartPolicyAlways, DNSPolicy: corev1.DNSClusterFirst, ServiceAccountName: "checkout",
+			SchedulerName: "default-scheduler", TerminationGracePeriodSeconds: ptr.To[int64](30),
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists,
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
+		},
+	}
+}
+
+// benchSet returns a log-agent SidecarSet selecting app=<app>.
+func benchSet(name, app string) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Generation: 1},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"backend", "frontend"}}}},
+			Containers: []appsv1alpha1.SidecarContainer{{
+				Container: corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+						Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+					VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/fluent-bit/etc"}}},
+				ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},
+			}},
+			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "log-agent"}}}}},
+		},
+	}
+}
+
+// benchInjector returns an injector whose snapshot holds n SidecarSets, exactly one of which
+// selects realisticPod.
+func benchInjector(n int) *PodInjector {
+	store := snapshot.NewStore()
+	store.SetSynced(func() bool { return true })
+	for i := 0; i < n-1; i++ {
+		store.Upsert(benchSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("service-%03d", i)))
+	}
+	store.Upsert(benchSet("log-agent", "checkout"))
+	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
+		NamespaceLabels: func(context.Context, string) (map[string]string, error) { return nil, nil }}
+}
+
+func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Create, Namespace: pod.Namespace,
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object:   runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// BenchmarkPodInjector measures one admission through our handler, including rendering the
+// patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches.
+func BenchmarkPodInjector(b *testing.B) {
+	req := podRequest(b, realisticPod())
+	for _, n := range []int{1, 10, 100} {
+		h := benchInjector(n)
+		b.Run(fmt.Sprintf("sets=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp := h.Handle(ctx, req)
+				if err := resp.Complete(req); err != nil || len(resp.Patch) == 0 {
+					b.Fatalf("no patch: %v %+v", err, resp.Result)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNaiveInjector is the baseline every naive injector pays: decode the whole Pod,
+// append one container, re-marshal, and diff the two documents into a JSON patch.
+func BenchmarkNaiveInjector(b *testing.B) {
+	req := podRequest(b, realisticPod())
+	sidecar := benchSet("log-agent", "checkout").Spec.Containers[0].Container
+	b.ReportAllocs()
+	for b.Loop() {
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			b.Fatal(err)
+		}
+		pod.Spec.Containers = append(pod.Spec.Containers, sidecar)
+		out, err := json.Marshal(&pod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
+		if err := resp.Complete(req); err != nil || len(resp.Patch) == 0 {
+			b.Fatalf("no patch: %v", err)
+		}
+	}
+}

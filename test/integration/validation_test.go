@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// TestBadSidecarSetsAreRejected sends each bad SidecarSet through the API server. Whether the
+// CRD schema or the validating webhook catches it, the answer must be Invalid and name the field.
+func TestBadSidecarSetsAreRejected(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*appsv1alpha1.SidecarSet)
+		field  string
+		detail string // a fragment of the message for that field
+	}{
+		{"selector missing", func(s *appsv1alpha1.SidecarSet) { s.Spec.Selector = nil }, "spec.selector", "Required"},
+		{"selector empty", func(s *appsv1alpha1.SidecarSet) { s.Spec.Selector = &metav1.LabelSelector{} }, "spec.selector", "at least one"},
+		{"selector operator invalid", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near", Values: []string{"a"}}}
+		}, "spec.selector.matchExpressions[0].operator", "Near"},
+		{"namespaceSelector invalid", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "not a value!"}}
+		}, "spec.namespaceSelector.matchLabels", "not a value!"},
+		{"no containers", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers, s.Spec.Volumes = nil, nil }, "spec.containers", "initContainers"},
+		{"container name invalid", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Name = "Log_Agent" }, "spec.containers[0].name", "Log_Agent"},
+		{"name shared with an init container", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: s.Spec.Containers[0].Name, Image: "x:1"}}}
+		}, "spec.initContainers[0].name", "Duplicate"},
+		{"image missing", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "" }, "spec.containers[0].image", "Required"},
+		{"mount of an undeclared volume", func(s *appsv1alpha1.SidecarSet) { s.Spec.Volumes = nil }, "spec.containers[0].volumeMounts[0].name", "spec.volumes"},
+		{"limit below request", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+		}, "spec.containers[0].resources.requests[cpu]", "limit"},
+		{"podInjectPolicy unknown", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].PodInjectPolicy = "Sideways" }, "spec.containers[0].podInjectPolicy", "Sideways"},
+		{"shareVolumePolicy unknown", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].ShareVolumePolicy.Type = "sometimes" }, "spec.containers[0].shareVolumePolicy.type", "sometimes"},
+		{"transferEnv incomplete", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app"}}
+		}, "spec.containers[0].transferEnv[0].envName", ""},
+		{"restartPolicy on an init container other than Always", func(s *appsv1alpha1.SidecarSet) {
+			never := corev1.ContainerRestartPolicy("Never")
+			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "x:1", RestartPolicy: &never}}}
+		}, "spec.initContainers[0].restartPolicy", "Never"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := sidecarSet("bad-"+strings.ToLower(strings.ReplaceAll(tt.name, " ", "-")), "bad")
+			tt.mutate(set)
+			err := k8s.Create(ctx, set)
+			if err == nil {
+				t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+			}
+			assertInvalidField(t, err, tt.field, tt.detail)
+		})
+	}
+}
+
+// assertInvalidField checks that err is an Invalid error with a cause on field whose message
+// contains detail.
+func assertInvalidField(t *testing.T, err error, field, detail string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want Invalid on %s", field)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("error is not Invalid: %v", err)
+	}
+	var seen []string
+	for _, c := range err.(apierrors.APIStatus).Status().Details.Causes {
+		if c.Field == field && strings.Contains(c.Message+string(c.Type), detail) {
+			return
+		}
+		seen = append(seen, fmt.Sprintf("%s: %s (%s)", c.Field, c.Message, c.Type))
+	}
+	t.Errorf("no cause on %s mentioning %q; causes: %v", field, detail, seen)
+}
+
+func TestConflictsBetweenSidecarSets(t *testing.T) {
+	waitForSet(t, createSet(t, sidecarSet("conflict-base", "pay")))
+
+	t.Run("overlapping selectors, same container name", func(t *testing.T) {
+		other := sidecarSet("conflict-overlap", "pay")
+		other.Spec.Containers[0].Name = "conflict-base-agent"
+		other.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"pay", "cart"}}}}
+		err := k8s.Create(ctx, other)
+		if err == nil {
+			t.Cleanup(func() { deleteIgnoreNotFound(t, other) })
+		}
+		assertInvalidField(t, err, "spec.containers[0].name", "conflict-base")
+	})
+	t.Run("overlapping selectors, volume with another definition", func(t *testing.T) {
+		other := sidecarSet("conflict-volume", "pay")
+		other.Spec.Volumes[0].Name = "conflict-base-config"
+		other.Spec.Containers[0].VolumeMounts[0].Name = "conflict-base-config"
+		other.Spec.Volumes[0].ConfigMap.Name = "something-else"
+		err := k8s.Create(ctx, other)
+		if err == nil {
+			t.Cleanup(func() { deleteIgnoreNotFound(t, other) })
+		}
+		assertInvalidField(t, err, "spec.volumes[0].name", "conflict-base")
+	})
+	t.Run("disjoint selectors may share names", func(t *testing.T) {
+		other := sidecarSet("conflict-disjoint", "pay")
+		other.Spec.Containers[0].Name = "conflict-base-agent"
+		other.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"pay"}}}}
+		must(t, k8s.Create(ctx, other))
+		t.Cleanup(func() { deleteIgnoreNotFound(t, other) })
+	})
+	t.Run("an update is validated too", func(t *testing.T) {
+		var base appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKey{Name: "conflict-base"}, &base))
+		base.Spec.Containers[0].Image = ""
+		assertInvalidField(t, k8s.Update(ctx, &base), "spec.containers[0].image", "Required")
+	})
+}
