@@ -1,6 +1,5 @@
 package inject_test
 
-
 import (
 	"slices"
 	"testing"
