@@ -51,11 +51,13 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate ## Regenerate everything and fail if a generated file differs from the commit.
+verify: manifests generate ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
 	go mod tidy
 	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
-		echo "Generated files are stale; run 'make manifests generate' and commit:"; \
+		echo "Generated files are stale; run 'make manifests generate', 'go mod tidy' and commit:"; \
 		git status --porcelain -- api config go.mod go.sum; git --no-pager diff --stat -- api config; exit 1; fi
+	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
+		echo "Not gofmt-ed: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; fi
 
 .PHONY: test-manifests
 test-manifests: manifests kustomize ## Render config/default, whose CRD and webhook configurations the integration tests install.
@@ -83,8 +85,10 @@ build: manifests generate fmt vet ## Build the manager binary.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager main.go
 
 .PHONY: run
-run: manifests generate fmt vet ## Run the manager on this host against the current kubeconfig.
-	go run ./main.go $(RUN_ARGS)
+run: manifests generate fmt vet install ## Install the CRD and run the manager on this host against the current kubeconfig.
+	hack/run-certs.sh $(LOCALBIN)/run-certs
+	go run ./main.go --webhook-cert-path=$(LOCALBIN)/run-certs --webhook-host=127.0.0.1 \
+		--health-probe-bind-address=127.0.0.1:8081 $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a container engine).
