@@ -11,7 +11,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
 
-const envNameHint = "use letters, digits, '_', '-' and '.', not starting with a digit"
+const envNameHint = "use printable ASCII characters other than '=', as the API server does"
 
 // validateEnv checks a container's env: valid names, and each value given one way only.
 func validateEnv(env []corev1.EnvVar, path *field.Path) field.ErrorList {
@@ -29,7 +29,7 @@ func validateEnvName(name string, path *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(path, "set the environment variable name, such as LOG_LEVEL")}
 	}
-	return invalidIf(path, name, validation.IsEnvVarName(name), envNameHint)
+	return invalidIf(path, name, validation.IsRelaxedEnvVarName(name), envNameHint)
 }
 
 // validateEnvValue checks that valueFrom, when set, is the only source of the value and names
@@ -80,7 +80,7 @@ func validateTransferName(name string, declared map[string]int, transferred sets
 	if name == "" {
 		return field.ErrorList{field.Required(path, "set the name of the environment variable to copy")}
 	}
-	errs := invalidIf(path, name, validation.IsEnvVarName(name), envNameHint)
+	errs := invalidIf(path, name, validation.IsRelaxedEnvVarName(name), envNameHint)
 	if k, ok := declared[name]; ok {
 		errs = append(errs, duplicate(path, name, fmt.Sprintf(
 			"the container already sets %s in env[%d] and the copied value would silently replace it; remove one of the two", name, k)))

@@ -51,8 +51,11 @@ func TestValidateEnv(t *testing.T) {
 		{name: "env name missing", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Env[0].Name = ""
 		}, want: []wantErr{{"spec.containers[0].env[0].name", field.ErrorTypeRequired}}},
-		{name: "env name starting with a digit", mutate: func(s *appsv1alpha1.SidecarSet) {
+		{name: "env name starting with a digit is accepted, as the API server does", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Env[0].Name = "1LOG_LEVEL"
+		}},
+		{name: "env name with a non-ASCII character", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Env[0].Name = "LOG_LEVÉL"
 		}, want: []wantErr{{"spec.containers[0].env[0].name", field.ErrorTypeInvalid}}},
 		{name: "env name with '='", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Env[0].Name = "LOG=LEVEL"
@@ -85,7 +88,7 @@ func TestValidateTransferEnv(t *testing.T) {
 			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
 		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envName", field.ErrorTypeRequired}}},
 		{name: "env name invalid", mutate: func(s *appsv1alpha1.SidecarSet) {
-			s.Spec.Containers[0].TransferEnv[0].EnvName = "APP NAME"
+			s.Spec.Containers[0].TransferEnv[0].EnvName = "APP\tNAME"
 		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envName", field.ErrorTypeInvalid}}},
 		{name: "env name the container sets in env", mutate: func(s *appsv1alpha1.SidecarSet) {
 			transfer(s, "app", "POD_IP")
