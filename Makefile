@@ -21,6 +21,8 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 TEST_MANIFESTS ?= $(LOCALBIN)/test-manifests
+# kubectl from PATH, else the one hack/controlplane-build.sh builds.
+KUBECTL ?= $(shell command -v kubectl 2>/dev/null || echo $(LOCALBIN)/k8s/kubectl)
 GO_TEST_FLAGS ?=
 
 .PHONY: all
@@ -71,8 +73,9 @@ test: manifests generate fmt vet envtest test-manifests ## Unit tests, then inte
 	go test ./... $(GO_TEST_FLAGS) -coverprofile cover.out
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seeds.
 	go test ./internal/inject -run '^$$' -fuzz FuzzApply -fuzztime $${FUZZTIME:-30s}
+	go test ./internal/validation -run '^$$' -fuzz FuzzSelectorsOverlap -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
 bench: ## Run the benchmarks (admission handler, engine, status computation).
@@ -101,12 +104,12 @@ docker-push: ## Push the manager image (needs a container engine).
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize ## Install the CRD into the cluster of the current kubeconfig.
-	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
+install: manifests kustomize envtest ## Install the CRD into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize ## Remove the CRD (and every SidecarSet) from the cluster.
-	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
+uninstall: manifests kustomize envtest ## Remove the CRD (and every SidecarSet) from the cluster.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools
 
