@@ -111,6 +111,15 @@ install: manifests kustomize envtest ## Install the CRD into the cluster of the 
 uninstall: manifests kustomize envtest ## Remove the CRD (and every SidecarSet) from the cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+.PHONY: deploy
+deploy: manifests kustomize envtest ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...).
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize envtest ## Remove everything `make deploy` created, the CRD and every SidecarSet included.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
 ##@ Tools
 
 .PHONY: controller-gen

@@ -1,0 +1,208 @@
+// Package manifests checks what `kustomize build config/default` renders (the file `make test`
+// writes and names in SIDECARSET_TEST_MANIFESTS): least-privilege RBAC, a production-grade
+// manager Deployment, the pod webhook's selectors, and cert-manager objects that decode into
+// cert-manager's own types.
+package manifests
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// rendered decodes every object of the rendered config/default, keyed by "Kind/name".
+func rendered(t *testing.T) map[string]runtime.Object {
+	t.Helper()
+	path := os.Getenv("SIDECARSET_TEST_MANIFESTS")
+	if path == "" {
+		t.Fatal("SIDECARSET_TEST_MANIFESTS is not set: run the tests with `make test`, which renders config/default")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, certmanagerv1.AddToScheme, appsv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	objs := map[string]runtime.Object{}
+	reader := utilyaml.NewYAMLReader(bufioReader(raw))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var meta metav1.PartialObjectMetadata
+		if err := utilyaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if meta.Kind == "CustomResourceDefinition" {
+			objs[meta.Kind+"/"+meta.Name] = nil // checked by the integration tests, which install it
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decoding %s %s strictly: %v", meta.Kind, meta.Name, err)
+		}
+		objs[meta.Kind+"/"+meta.Name] = obj
+	}
+	return objs
+}
+
+func get[T runtime.Object](t *testing.T, objs map[string]runtime.Object, key string) T {
+	t.Helper()
+	obj, ok := objs[key].(T)
+	if !ok {
+		keys := make([]string, 0, len(objs))
+		for k := range objs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		t.Fatalf("config/default renders no %s; it renders %v", key, keys)
+	}
+	return obj
+}
+
+// TestManagerRoleIsLeastPrivilege fails when the manager's ClusterRole grants anything beyond
+// what the operator needs: it reads Pods and Namespaces, reads SidecarSets and writes their
+// status, and records Events.
+func TestManagerRoleIsLeastPrivilege(t *testing.T) {
+	role := get[*rbacv1.ClusterRole](t, rendered(t), "ClusterRole/sidecarset-manager-role")
+	allowed := map[string][]string{
+		"/pods":                                 {"get", "list", "watch"},
+		"/namespaces":                           {"get", "list", "watch"},
+		"/events":                               {"create", "patch"},
+		"apps.sidecarset.io/sidecarsets":        {"get", "list", "watch"},
+		"apps.sidecarset.io/sidecarsets/status": {"get", "update", "patch"},
+	}
+	for _, rule := range role.Rules {
+		if len(rule.NonResourceURLs) > 0 || len(rule.ResourceNames) > 0 {
+			t.Errorf("unexpected rule %+v", rule)
+		}
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if !slices.Contains(allowed[g+"/"+r], v) {
+						t.Errorf("manager-role grants %q on %q in group %q; allowed there: %v", v, r, g, allowed[g+"/"+r])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestManagerDeploymentIsProductionGrade(t *testing.T) {
+	objs := rendered(t)
+	dep := get[*appsv1.Deployment](t, objs, "Deployment/sidecarset-controller-manager")
+	if dep.Namespace != "sidecarset-system" || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("want 2 replicas in sidecarset-system, got %v in %s", dep.Spec.Replicas, dep.Namespace)
+	}
+	pod := dep.Spec.Template.Spec
+	if pod.Affinity == nil || pod.Affinity.PodAntiAffinity == nil {
+		t.Error("no pod anti-affinity")
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext is not restricted: %+v", pod.SecurityContext)
+	}
+	c := pod.Containers[0]
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext is not restricted: %+v", c.SecurityContext)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() || c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("manager needs requests, limits, liveness and readiness probes")
+	}
+	if !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("manager args %v lack --leader-elect", c.Args)
+	}
+	pdb := get[*policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/sidecarset-controller-manager")
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("the PodDisruptionBudget does not select the manager's pods: %v", err)
+	}
+	ns := get[*corev1.Namespace](t, objs, "Namespace/sidecarset-system")
+	if ns.Labels["sidecarset.io/injection"] != "disabled" || ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("operator namespace labels = %v", ns.Labels)
+	}
+}
+
+func TestPodWebhookOnlySeesOptedInPods(t *testing.T) {
+	objs := rendered(t)
+	cfg := get[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/sidecarset-mutating-webhook-configuration")
+	hook := cfg.Webhooks[0]
+	if hook.ObjectSelector == nil || hook.ObjectSelector.MatchLabels[appsv1alpha1.InjectLabel] != appsv1alpha1.InjectLabelValue {
+		t.Errorf("objectSelector = %+v, want %s=%s", hook.ObjectSelector, appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue)
+	}
+	nsSel, err := metav1.LabelSelectorAsSelector(hook.NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]bool{"kube-system": false, "sidecarset-system": false, "shop": true} {
+		if got := nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": ns}); got != want {
+			t.Errorf("namespaceSelector matches %s = %v, want %v", ns, got, want)
+		}
+	}
+	if nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": "shop", "sidecarset.io/injection": "disabled"}) {
+		t.Error("a namespace labelled sidecarset.io/injection=disabled is still sent to the webhook")
+	}
+	if *hook.SideEffects != admissionregistrationv1.SideEffectClassNone || *hook.FailurePolicy != admissionregistrationv1.Fail ||
+		*hook.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *hook.TimeoutSeconds > 10 {
+		t.Errorf("pod webhook settings: sideEffects %v failurePolicy %v reinvocation %v timeout %v",
+			*hook.SideEffects, *hook.FailurePolicy, *hook.ReinvocationPolicy, *hook.TimeoutSeconds)
+	}
+	if !strings.HasSuffix(cfg.Annotations["cert-manager.io/inject-ca-from"], "/sidecarset-serving-cert") {
+		t.Errorf("cert-manager CA injection annotation = %q", cfg.Annotations["cert-manager.io/inject-ca-from"])
+	}
+}
+
+func TestCertManagerObjectsDecode(t *testing.T) {
+	objs := rendered(t)
+	cert := get[*certmanagerv1.Certificate](t, objs, "Certificate/sidecarset-serving-cert")
+	if cert.Spec.IssuerRef.Name != "sidecarset-selfsigned-issuer" || cert.Spec.SecretName != "webhook-server-cert" ||
+		!slices.Contains(cert.Spec.DNSNames, "sidecarset-webhook-service.sidecarset-system.svc") {
+		t.Errorf("certificate spec = %+v", cert.Spec)
+	}
+	issuer := get[*certmanagerv1.Issuer](t, objs, "Issuer/sidecarset-selfsigned-issuer")
+	if issuer.Spec.SelfSigned == nil {
+		t.Errorf("issuer is not self-signed: %+v", issuer.Spec)
+	}
+	dep := get[*appsv1.Deployment](t, objs, "Deployment/sidecarset-controller-manager")
+	if !slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == cert.Spec.SecretName
+	}) {
+		t.Errorf("the manager does not mount the certificate's secret %s", cert.Spec.SecretName)
+	}
+}
+
+func bufioReader(raw []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(raw)) }
