@@ -134,3 +134,6 @@ kustomize: ## Build kustomize from the Go module proxy.
 envtest: ## Build (or reuse) kube-apiserver, etcd and kubectl for the integration tests.
 	@mkdir -p $(LOCALBIN)
 	@ln -sfn "$$(hack/controlplane-build.sh envtest)" $(LOCALBIN)/k8s
+
+# OLM bundle and catalog targets (bundle, catalog, verify-bundle, operator-sdk, opm).
+-include hack/olm.mk
