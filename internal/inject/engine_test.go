@@ -254,3 +254,40 @@ func wantContainers(t *testing.T, list []corev1.Container, names ...string) {
 		t.Errorf("containers = %v, want %v", got, names)
 	}
 }
+
+// TestReinvocationAfterAnotherWebhook: another mutating webhook appends its own container and
+// volume after ours; when we are reinvoked, our unchanged sidecar and volume stay where they
+// are and nothing is patched. A changed sidecar is removed and injected again by its
+// podInjectPolicy, after every other container.
+func TestReinvocationAfterAnotherWebhook(t *testing.T) {
+	set := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
+		VolumeMounts: []corev1.VolumeMount{{Name: "agent-config", MountPath: "/etc/agent"}}})
+	set.Spec.Volumes = []corev1.Volume{{Name: "agent-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	first, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, set)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := first.Pod()
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "mesh-proxy", Image: "proxy:1"})
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "mesh-certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+
+	again, err := inject.Apply(inject.Input{Pod: pod, Sets: compile(t, set)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Changed() || len(again.Patch()) != 0 {
+		t.Errorf("reinvocation changed the pod: %v", again.Patch())
+	}
+
+	set.Spec.Containers[0].Image = "agent:2"
+	updated, err := inject.Apply(inject.Input{Pod: pod, Sets: compile(t, set)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := updated.Pod()
+	wantContainers(t, got.Spec.Containers, "app", "mesh-proxy", "agent")
+	if got.Spec.Containers[2].Image != "agent:2" {
+		t.Errorf("agent image = %s, want agent:2", got.Spec.Containers[2].Image)
+	}
+	assertPatchMatchesPod(t, pod, updated)
+}

@@ -48,20 +48,43 @@ type listEdit[T any] struct {
 	noop    bool
 }
 
-func newListEdit[T any](orig []T, strip func(*T) bool, before, after []T, same func(a, b *T) bool) listEdit[T] {
+// newListEdit computes the edit of one list. An injected entry that comes back identical stays
+// where it is, so a Pod another mutating webhook has added containers or volumes to after ours
+// is left alone on reinvocation; one that changed is removed and injected again at its place
+// by podInjectPolicy.
+func newListEdit[T any](orig []T, name func(*T) string, strip sets.Set[string], before, after []T, same func(a, b *T) bool) listEdit[T] {
 	e := listEdit[T]{orig: orig}
-	for i := range before {
-		e.final = append(e.final, slot[T]{orig: -1, item: &before[i]})
+	stripped := map[string]int{}
+	for i := range orig {
+		if strip.Has(name(&orig[i])) {
+			stripped[name(&orig[i])] = i
+		}
+	}
+	inPlace := sets.New[int]()
+	fresh := func(items []T) []*T {
+		var out []*T
+		for i := range items {
+			if j, ok := stripped[name(&items[i])]; ok && same(&items[i], &orig[j]) {
+				inPlace.Insert(j)
+				continue
+			}
+			out = append(out, &items[i])
+		}
+		return out
+	}
+	newBefore, newAfter := fresh(before), fresh(after)
+	for _, item := range newBefore {
+		e.final = append(e.final, slot[T]{orig: -1, item: item})
 	}
 	for i := range orig {
-		if strip(&orig[i]) {
+		if strip.Has(name(&orig[i])) && !inPlace.Has(i) {
 			e.removed = append(e.removed, i)
 			continue
 		}
 		e.final = append(e.final, slot[T]{orig: i, item: &orig[i]})
 	}
-	for i := range after {
-		e.final = append(e.final, slot[T]{orig: -1, item: &after[i]})
+	for _, item := range newAfter {
+		e.final = append(e.final, slot[T]{orig: -1, item: item})
 	}
 	e.noop = e.unchanged(same)
 	return e
@@ -121,13 +144,13 @@ func (b *builder) finish(res *Result) {
 	pod := b.pod
 	res.Warnings = b.warnings
 	same := func(a, c *corev1.Container) bool { return sameContainer(a, c, pod.Spec.HostNetwork) }
-	res.containers = newListEdit(pod.Spec.Containers, byName(b.strip.containers, containerName),
+	res.containers = newListEdit(pod.Spec.Containers, containerName, b.strip.containers,
 		b.containers.before, b.containers.after, same)
-	res.initContainers = newListEdit(pod.Spec.InitContainers, byName(b.strip.initContainers, containerName),
+	res.initContainers = newListEdit(pod.Spec.InitContainers, containerName, b.strip.initContainers,
 		b.initContainers.before, b.initContainers.after, same)
-	res.volumes = newListEdit(pod.Spec.Volumes, byName(b.strip.volumes, func(v *corev1.Volume) string { return v.Name }),
+	res.volumes = newListEdit(pod.Spec.Volumes, func(v *corev1.Volume) string { return v.Name }, b.strip.volumes,
 		nil, b.volumes, sameVolume)
-	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, byName(b.strip.pullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }),
+	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }, b.strip.pullSecrets,
 		nil, b.pullSecrets, func(a, b *corev1.LocalObjectReference) bool { return *a == *b })
 
 	res.annotations = map[string]*string{}
@@ -149,10 +172,6 @@ func (b *builder) finish(res *Result) {
 }
 
 func containerName(c *corev1.Container) string { return c.Name }
-
-func byName[T any](names sets.Set[string], name func(*T) string) func(*T) bool {
-	return func(t *T) bool { return names.Has(name(t)) }
-}
 
 // Changed reports whether the Pod needs any change.
 func (r *Result) Changed() bool {

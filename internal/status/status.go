@@ -114,7 +114,7 @@ func conditions(set *inject.CompiledSet, c Counts) []metav1.Condition {
 
 // noMatchMessage answers "why is MATCHED 0?" with what a pod needs.
 func noMatchMessage(set *inject.CompiledSet) string {
-	msg := fmt.Sprintf("No running pod matches: a pod needs the label %s=%s and labels matching spec.selector (%s)",
+	msg := fmt.Sprintf("No pod matches: a pod needs the label %s=%s and labels matching spec.selector (%s)",
 		appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue, metav1.FormatLabelSelector(set.Set.Spec.Selector))
 	if set.Set.Spec.NamespaceSelector != nil {
 		msg += fmt.Sprintf(", in a namespace matching spec.namespaceSelector (%s)", metav1.FormatLabelSelector(set.Set.Spec.NamespaceSelector))

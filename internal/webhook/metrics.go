@@ -38,6 +38,7 @@ const (
 	reasonNoMatch           = "NoMatchingSidecarSet"
 	reasonUnchanged         = "AlreadyInjected"
 	reasonInjected          = "Injected"
+	reasonStripped          = "StaleInjectionRemoved"
 	reasonConflict          = "Conflict"
 	reasonDecode            = "DecodeError"
 	reasonNotReady          = "NotReady"

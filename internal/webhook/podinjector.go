@@ -108,6 +108,11 @@ func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []
 		}
 		return skip(reasonUnchanged, "already injected").WithWarnings(res.Warnings...)
 	}
+	if len(res.Injected) == 0 {
+		// Only an earlier injection by SidecarSets that no longer apply is removed.
+		admissions.WithLabelValues(resultInjected, reasonStripped).Inc()
+		return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
+	}
 	for _, name := range res.Injected {
 		injections.WithLabelValues(name).Inc()
 	}

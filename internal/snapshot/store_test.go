@@ -1,0 +1,338 @@
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// sidecarSet returns a valid SidecarSet at a resourceVersion, injecting image.
+func sidecarSet(name, rv, image string) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name, Image: image}}},
+		},
+	}
+}
+
+// invalidSet returns a SidecarSet whose selector cannot be compiled.
+func invalidSet(name, rv string) *appsv1alpha1.SidecarSet {
+	s := sidecarSet(name, rv, "img:1")
+	s.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: "Near", Values: []string{"demo"}}}}
+	return s
+}
+
+func names(s *Snapshot) []string {
+	out := make([]string, len(s.Sets))
+	for i, c := range s.Sets {
+		out[i] = c.Name()
+	}
+	return out
+}
+
+func invalidNames(s *Snapshot) []string {
+	out := make([]string, 0, len(s.Invalid))
+	for n := range s.Invalid {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestStoreSortedUpsertDelete(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  func(s *Store)
+		want []string
+	}{
+		{name: "empty", ops: func(*Store) {}, want: []string{}},
+		{name: "inserted out of order", ops: func(s *Store) {
+			for _, n := range []string{"mesh-proxy", "a-first", "log-agent", "z-last", "log-agent-2"} {
+				s.Upsert(sidecarSet(n, "1", "img:1"))
+			}
+		}, want: []string{"a-first", "log-agent", "log-agent-2", "mesh-proxy", "z-last"}},
+		{name: "deleted from the middle", ops: func(s *Store) {
+			for _, n := range []string{"c", "a", "b"} {
+				s.Upsert(sidecarSet(n, "1", "img:1"))
+			}
+			s.Delete("b")
+		}, want: []string{"a", "c"}},
+		{name: "deleting an unknown name", ops: func(s *Store) {
+			s.Upsert(sidecarSet("a", "1", "img:1"))
+			s.Delete("nope")
+		}, want: []string{"a"}},
+		{name: "updated keeps one entry", ops: func(s *Store) {
+			s.Upsert(sidecarSet("b", "1", "img:1"))
+			s.Upsert(sidecarSet("a", "1", "img:1"))
+			s.Upsert(sidecarSet("b", "2", "img:2"))
+		}, want: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore()
+			tt.ops(s)
+			if got := names(s.Load()); !slices.Equal(got, tt.want) {
+				t.Errorf("Sets = %v, want %v", got, tt.want)
+			}
+			for _, n := range tt.want {
+				if c, ok := s.Load().Get(n); !ok || c.Name() != n {
+					t.Errorf("Get(%q) = %v, %v", n, c, ok)
+				}
+			}
+		})
+	}
+}
+
+func TestSnapshotGet(t *testing.T) {
+	s := NewStore()
+	if _, ok := s.Load().Get("x"); ok {
+		t.Errorf("Get on the empty snapshot found something")
+	}
+	for _, n := range []string{"b", "d", "f"} {
+		s.Upsert(sidecarSet(n, "1", "img-"+n))
+	}
+	snap := s.Load()
+	for _, tt := range []struct {
+		name  string
+		found bool
+	}{{"a", false}, {"b", true}, {"c", false}, {"d", true}, {"f", true}, {"g", false}, {"", false}} {
+		c, ok := snap.Get(tt.name)
+		if ok != tt.found || (ok && (c.Name() != tt.name || c.Set.Spec.Containers[0].Image != "img-"+tt.name)) {
+			t.Errorf("Get(%q) = %v, %v; want found %v", tt.name, c, ok, tt.found)
+		}
+	}
+}
+
+func TestStoreInvalid(t *testing.T) {
+	s := NewStore()
+	s.Upsert(sidecarSet("a", "1", "img:1"))
+	s.Upsert(sidecarSet("log-agent", "1", "img:1"))
+
+	// An update that cannot be compiled takes the set out of injection.
+	s.Upsert(invalidSet("log-agent", "2"))
+	snap := s.Load()
+	if got := names(snap); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Sets = %v, want [a]", got)
+	}
+	if _, ok := snap.Get("log-agent"); ok {
+		t.Errorf("Get found the invalid set")
+	}
+	err := snap.Invalid["log-agent"]
+	if err == nil || !strings.Contains(err.Error(), `"log-agent"`) || !strings.Contains(err.Error(), "spec.selector") {
+		t.Errorf("Invalid[log-agent] = %v, want an error naming the set and spec.selector", err)
+	}
+
+	// Other ways of being invalid.
+	noSelector := sidecarSet("no-selector", "1", "img:1")
+	noSelector.Spec.Selector = nil
+	emptySelector := sidecarSet("empty-selector", "1", "img:1")
+	emptySelector.Spec.Selector = &metav1.LabelSelector{}
+	badNamespaceSelector := sidecarSet("bad-ns", "1", "img:1")
+	badNamespaceSelector.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "team", Operator: metav1.LabelSelectorOpExists, Values: []string{"x"}}}}
+	for _, set := range []*appsv1alpha1.SidecarSet{noSelector, emptySelector, badNamespaceSelector} {
+		s.Upsert(set)
+	}
+	if got, want := invalidNames(s.Load()), []string{"bad-ns", "empty-selector", "log-agent", "no-selector"}; !slices.Equal(got, want) {
+		t.Errorf("Invalid = %v, want %v", got, want)
+	}
+
+	// Fixed: back in Sets, gone from Invalid.
+	s.Upsert(sidecarSet("log-agent", "3", "img:3"))
+	if got := names(s.Load()); !slices.Equal(got, []string{"a", "log-agent"}) {
+		t.Errorf("after the fix, Sets = %v", got)
+	}
+	if _, ok := s.Load().Invalid["log-agent"]; ok {
+		t.Errorf("after the fix, log-agent is still invalid")
+	}
+
+	// Deleting an invalid set forgets it.
+	s.Delete("no-selector")
+	if _, ok := s.Load().Invalid["no-selector"]; ok {
+		t.Errorf("a deleted invalid set is still listed")
+	}
+}
+
+func TestStoreResourceVersion(t *testing.T) {
+	s := NewStore()
+	s.Upsert(sidecarSet("a", "5", "img:1"))
+	before := s.Load()
+	compiled, _ := before.Get("a")
+
+	// The informer's resync delivers the same object again: nothing is recompiled or published.
+	s.Upsert(sidecarSet("a", "5", "img:ignored"))
+	if s.Load() != before {
+		t.Errorf("upserting the same resourceVersion published a new snapshot")
+	}
+	if c, _ := s.Load().Get("a"); c != compiled {
+		t.Errorf("upserting the same resourceVersion recompiled the set")
+	}
+
+	s.Upsert(sidecarSet("a", "6", "img:2"))
+	if s.Load() == before {
+		t.Fatalf("a new resourceVersion published nothing")
+	}
+	if c, _ := s.Load().Get("a"); c.Set.ResourceVersion != "6" || c.Hash == compiled.Hash {
+		t.Errorf("after resourceVersion 6: rv %s, hash %s (was %s)", c.Set.ResourceVersion, c.Hash, compiled.Hash)
+	}
+
+	// Objects without a resourceVersion (built in tests or by hand) always replace.
+	s.Upsert(sidecarSet("b", "", "img:1"))
+	s.Upsert(sidecarSet("b", "", "img:2"))
+	if c, _ := s.Load().Get("b"); c.Set.Spec.Containers[0].Image != "img:2" {
+		t.Errorf("an upsert without resourceVersion was dropped: image %s", c.Set.Spec.Containers[0].Image)
+	}
+}
+
+func TestSnapshotsAreImmutable(t *testing.T) {
+	s := NewStore()
+	s.Upsert(sidecarSet("b", "1", "img:1"))
+	s.Upsert(sidecarSet("d", "1", "img:1"))
+	s.Upsert(invalidSet("x", "1"))
+	old := s.Load()
+	oldSets := slices.Clone(old.Sets)
+	oldB, _ := old.Get("b")
+
+	s.Upsert(sidecarSet("a", "1", "img:1"))
+	s.Upsert(sidecarSet("c", "1", "img:1"))
+	s.Upsert(sidecarSet("b", "2", "img:2"))
+	s.Upsert(invalidSet("y", "1"))
+	s.Delete("d")
+	s.Delete("x")
+
+	if !slices.Equal(old.Sets, oldSets) {
+		t.Errorf("a handed-out snapshot changed: %v, was %v", names(old), oldSets)
+	}
+	if c, _ := old.Get("b"); c != oldB || c.Set.ResourceVersion != "1" {
+		t.Errorf("a handed-out snapshot's set b changed")
+	}
+	if got := invalidNames(old); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("a handed-out snapshot's Invalid changed: %v", got)
+	}
+	if got := names(s.Load()); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("current Sets = %v", got)
+	}
+	if got := invalidNames(s.Load()); !slices.Equal(got, []string{"y"}) {
+		t.Errorf("current Invalid = %v", got)
+	}
+}
+
+func TestStoreReady(t *testing.T) {
+	s := NewStore()
+	if s.Ready() {
+		t.Errorf("a new store is Ready before SetSynced")
+	}
+	var synced atomic.Bool
+	s.SetSynced(synced.Load)
+	if s.Ready() {
+		t.Errorf("Ready before the informer synced")
+	}
+	synced.Store(true)
+	if !s.Ready() {
+		t.Errorf("not Ready after the informer synced")
+	}
+	s.SetSynced(func() bool { return false })
+	if s.Ready() {
+		t.Errorf("Ready ignores the newly installed function")
+	}
+}
+
+func TestEventHandler(t *testing.T) {
+	s := NewStore()
+	h := s.EventHandler()
+
+	h.OnAdd(sidecarSet("b", "1", "img:1"), true)
+	h.OnAdd(sidecarSet("a", "1", "img:1"), false)
+	h.OnAdd(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, false) // not a SidecarSet: ignored
+	if got := names(s.Load()); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after adds, Sets = %v", got)
+	}
+
+	h.OnUpdate(sidecarSet("a", "1", "img:1"), sidecarSet("a", "2", "img:2"))
+	if c, _ := s.Load().Get("a"); c.Set.Spec.Containers[0].Image != "img:2" {
+		t.Errorf("update not applied: image %s", c.Set.Spec.Containers[0].Image)
+	}
+	h.OnUpdate(sidecarSet("b", "1", "img:1"), invalidSet("b", "2"))
+	if _, ok := s.Load().Invalid["b"]; !ok {
+		t.Errorf("an update to an invalid spec is not listed as invalid")
+	}
+
+	h.OnDelete(sidecarSet("a", "2", "img:2"))
+	if _, ok := s.Load().Get("a"); ok {
+		t.Errorf("delete not applied")
+	}
+
+	// A delete missed while the watch was down arrives as a tombstone.
+	h.OnAdd(sidecarSet("c", "1", "img:1"), false)
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "c", Obj: sidecarSet("c", "1", "img:1")})
+	if _, ok := s.Load().Get("c"); ok {
+		t.Errorf("tombstone delete not applied")
+	}
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "b", Obj: invalidSet("b", "2")})
+	if len(s.Load().Invalid) != 0 {
+		t.Errorf("tombstone delete of an invalid set not applied: %v", s.Load().Invalid)
+	}
+
+	// Tombstones and deletes of other kinds are ignored.
+	h.OnAdd(sidecarSet("d", "1", "img:1"), false)
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "d", Obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d"}}})
+	h.OnDelete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d"}})
+	h.OnDelete(nil)
+	if got := names(s.Load()); !slices.Equal(got, []string{"d"}) {
+		t.Errorf("after foreign deletes, Sets = %v, want [d]", got)
+	}
+}
+
+// TestStoreConcurrent reads snapshots while sets are added, updated and deleted; run with
+// -race. Every snapshot a reader sees must be sorted and findable by name.
+func TestStoreConcurrent(t *testing.T) {
+	s := NewStore()
+	s.SetSynced(func() bool { return true })
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	for range 2 {
+		wg.Go(func() {
+			for !done.Load() {
+				snap := s.Load()
+				if !slices.IsSortedFunc(snap.Sets, func(a, b *inject.CompiledSet) int { return strings.Compare(a.Name(), b.Name()) }) {
+					t.Errorf("unsorted snapshot: %v", names(snap))
+					return
+				}
+				for _, c := range snap.Sets {
+					if got, ok := snap.Get(c.Name()); !ok || got != c {
+						t.Errorf("Get(%q) misses a set of its own snapshot", c.Name())
+						return
+					}
+				}
+				_ = s.Ready()
+			}
+		})
+	}
+	h := s.EventHandler()
+	for i := range 300 {
+		name := fmt.Sprintf("set-%02d", (i*7)%40)
+		switch i % 5 {
+		case 3:
+			h.OnDelete(sidecarSet(name, "", ""))
+		case 4:
+			h.OnUpdate(nil, invalidSet(name, fmt.Sprint(i)))
+		default:
+			h.OnAdd(sidecarSet(name, fmt.Sprint(i), "img:1"), false)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+}

@@ -1,0 +1,757 @@
+package webhook
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+)
+
+// TestPodInjectorGolden runs every engine golden case through the real handler: the case's
+// Pod goes in as an admission request, the answer's JSON patch is applied to the raw request,
+// and the result must be the engine's golden Pod (or the golden refusal, as a denial). The
+// handler decodes Pods lazily, so this is what proves its partial view of the Pod loses
+// nothing the engine needs. Every injected Pod is then admitted again, as the API server's
+// reinvocation would, and must come back unchanged.
+func TestPodInjectorGolden(t *testing.T) {
+	for _, c := range loadGoldenCases(t, engineTestdata) {
+		t.Run(c.Name, func(t *testing.T) {
+			want := readGolden(t, c.Name)
+			h := goldenInjector(t, c)
+			req := rawRequest(t, mustMarshal(t, c.Pod), c.Pod.Namespace)
+			resp := handle(t, h, req)
+			if want.Error != "" {
+				assertDenied(t, resp, want.Error)
+				return
+			}
+			if !resp.Allowed {
+				t.Fatalf("want allowed, got %+v", resp.Result)
+			}
+			if got := len(resp.Patches) > 0; want.Changed == nil || got != *want.Changed {
+				t.Errorf("patched = %v, golden changed = %v; patch: %s", got, derefBool(want.Changed), resp.Patch)
+			}
+			if !slices.Equal(resp.Warnings, want.Warnings) {
+				t.Errorf("warnings = %q, want %q", resp.Warnings, want.Warnings)
+			}
+			patched := applyPatch(t, req, resp)
+			assertPod(t, decodePod(t, patched), want.pod(t))
+
+			// Reinvocation: the handler's own output needs nothing more.
+			again := handle(t, h, rawRequest(t, patched, c.Pod.Namespace))
+			if !again.Allowed || len(again.Patches) > 0 {
+				t.Errorf("second admission of the injected pod: allowed %v, patch %s (%+v)", again.Allowed, again.Patch, again.Result)
+			}
+		})
+	}
+}
+
+// golden is the part of a <case>.injected.yaml file the handler can be held to.
+type golden struct {
+	Error    string          `json:"error"`
+	Changed  *bool           `json:"changed"`
+	Warnings []string        `json:"warnings"`
+	Pod      json.RawMessage `json:"pod"`
+}
+
+func readGolden(t *testing.T, name string) golden {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(engineTestdata, name+goldenSuffix))
+	if err != nil {
+		t.Fatalf("reading golden file: %v", err)
+	}
+	var g golden
+	if err := yaml.Unmarshal(raw, &g); err != nil {
+		t.Fatalf("decoding golden file: %v", err)
+	}
+	if g.Error == "" && len(g.Pod) == 0 {
+		t.Fatalf("golden file of %s has neither an error nor a pod", name)
+	}
+	return g
+}
+
+func (g golden) pod(t *testing.T) *corev1.Pod { t.Helper(); return decodePod(t, g.Pod) }
+
+// goldenInjector serves the case's SidecarSets, and its Namespace's labels.
+func goldenInjector(t *testing.T, c goldenCase) *PodInjector {
+	t.Helper()
+	store := snapshot.NewStore()
+	store.SetSynced(func() bool { return true })
+	for _, s := range c.Sets {
+		store.Upsert(s)
+	}
+	if inv := store.Load().Invalid; len(inv) > 0 {
+		t.Fatalf("invalid SidecarSets in case %s: %v", c.Name, inv)
+	}
+	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
+		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
+			if c.Namespace == nil {
+				return nil, nil
+			}
+			if name != c.Namespace.Name {
+				return nil, fmt.Errorf("namespace %q looked up, the case defines %q", name, c.Namespace.Name)
+			}
+			return c.Namespace.Labels, nil
+		}}
+}
+
+// TestPodInjectorGuards covers every early answer of the handler, and the admission counter
+// each one moves.
+func TestPodInjectorGuards(t *testing.T) {
+	podJSON := string(mustMarshal(t, optedInPod("web", nil)))
+	tests := []struct {
+		name string
+		// edit changes the default request: a CREATE of podJSON in namespace "web".
+		edit func(r *admission.Request)
+		// injector changes the default injector (synced store with log-agent, no namespace
+		// lookup expected).
+		injector   func(h *PodInjector)
+		allowed    bool
+		code       int32
+		msg        string // a substring of Result.Message
+		wantMetric [2]string
+	}{{
+		name:    "update is not a creation",
+		edit:    func(r *admission.Request) { r.Operation = admissionv1.Update },
+		allowed: true, code: http.StatusOK, msg: "not a pod creation",
+		wantMetric: [2]string{resultSkipped, reasonNotPodCreate},
+	}, {
+		name:    "delete is not a creation",
+		edit:    func(r *admission.Request) { r.Operation = admissionv1.Delete; r.Object.Raw = nil },
+		allowed: true, code: http.StatusOK, msg: "not a pod creation",
+		wantMetric: [2]string{resultSkipped, reasonNotPodCreate},
+	}, {
+		name: "another resource",
+		edit: func(r *admission.Request) {
+			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "services"}
+		},
+		allowed: true, code: http.StatusOK, msg: "not a pod creation",
+		wantMetric: [2]string{resultSkipped, reasonNotPodCreate},
+	}, {
+		name: "pods of another API group",
+		edit: func(r *admission.Request) {
+			r.Resource = metav1.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
+		},
+		allowed: true, code: http.StatusOK, msg: "not a pod creation",
+		wantMetric: [2]string{resultSkipped, reasonNotPodCreate},
+	}, {
+		// pods/binding and pods/eviction are CREATEs whose body is not a Pod.
+		name:    "subresource",
+		edit:    func(r *admission.Request) { r.SubResource = "binding"; r.Object.Raw = []byte(`{"kind":"Binding"}`) },
+		allowed: true, code: http.StatusOK, msg: "not a pod creation",
+		wantMetric: [2]string{resultSkipped, reasonNotPodCreate},
+	}, {
+		name: "excluded namespace",
+		edit: func(r *admission.Request) {
+			r.Namespace, r.Object.Raw = "kube-system", mustMarshal(t, optedInPod("kube-system", nil))
+		},
+		allowed: true, code: http.StatusOK, msg: "kube-system is never injected",
+		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+	}, {
+		// At creation the Pod's metadata.namespace is often empty: the request's counts.
+		name: "excluded namespace from the request",
+		edit: func(r *admission.Request) {
+			r.Namespace, r.Object.Raw = "kube-system", mustMarshal(t, optedInPod("", nil))
+		},
+		allowed: true, code: http.StatusOK, msg: "kube-system is never injected",
+		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+	}, {
+		name: "not opted in",
+		edit: func(r *admission.Request) {
+			pod := optedInPod("web", nil)
+			delete(pod.Labels, appsv1alpha1.InjectLabel)
+			r.Object.Raw = mustMarshal(t, pod)
+		},
+		allowed: true, code: http.StatusOK, msg: "opt-in label",
+		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
+	}, {
+		name: "opt-in label with another value",
+		edit: func(r *admission.Request) {
+			r.Object.Raw = mustMarshal(t, optedInPod("web", map[string]string{appsv1alpha1.InjectLabel: "false"}))
+		},
+		allowed: true, code: http.StatusOK, msg: "opt-in label",
+		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
+	}, {
+		name:     "store not synced",
+		injector: func(h *PodInjector) { h.Sets.SetSynced(func() bool { return false }) },
+		allowed:  false, code: http.StatusServiceUnavailable, msg: "has not synced",
+		wantMetric: [2]string{resultError, reasonNotReady},
+	}, {
+		name:     "store without a sync function",
+		injector: func(h *PodInjector) { h.Sets = storeOf(t, nil, logAgentSet("log-agent", nil)) },
+		allowed:  false, code: http.StatusServiceUnavailable, msg: "has not synced",
+		wantMetric: [2]string{resultError, reasonNotReady},
+	}, {
+		name:    "malformed JSON",
+		edit:    func(r *admission.Request) { r.Object.Raw = []byte(`{"metadata": {`) },
+		allowed: false, code: http.StatusBadRequest, msg: "decoding pod",
+		wantMetric: [2]string{resultError, reasonDecode},
+	}, {
+		name:    "labels of the wrong type",
+		edit:    func(r *admission.Request) { r.Object.Raw = []byte(`{"metadata": {"labels": "app=demo"}}`) },
+		allowed: false, code: http.StatusBadRequest, msg: "decoding pod",
+		wantMetric: [2]string{resultError, reasonDecode},
+	}, {
+		// The second, full decoding fails on a container field the head decoding skips.
+		name: "malformed container seen only by the full decoding",
+		edit: func(r *admission.Request) {
+			r.Object.Raw = []byte(strings.Replace(podJSON, `"containers":[{"name":"app",`,
+				`"containers":[{"name":"log-agent","image":7},{"name":"app",`, 1))
+		},
+		allowed: false, code: http.StatusBadRequest, msg: "decoding pod",
+		wantMetric: [2]string{resultError, reasonDecode},
+	}, {
+		name: "no SidecarSet selects the pod",
+		edit: func(r *admission.Request) {
+			r.Object.Raw = mustMarshal(t, optedInPod("web", map[string]string{"app": "other"}))
+		},
+		allowed: true, code: http.StatusOK, msg: "no SidecarSet selects this pod",
+		wantMetric: [2]string{resultSkipped, reasonNoMatch},
+	}, {
+		name: "namespace selector does not match",
+		injector: func(h *PodInjector) {
+			h.Sets = storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", map[string]string{"team": "shop"}))
+			h.NamespaceLabels = namespaceLabels(map[string]string{"team": "other"}, nil)
+		},
+		allowed: true, code: http.StatusOK, msg: "no SidecarSet injects into this pod",
+		wantMetric: [2]string{resultSkipped, reasonNoMatch},
+	}, {
+		name: "namespace lookup fails",
+		injector: func(h *PodInjector) {
+			h.Sets = storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", map[string]string{"team": "shop"}))
+			h.NamespaceLabels = namespaceLabels(nil, errors.New("namespace web not in cache"))
+		},
+		allowed: false, code: http.StatusInternalServerError, msg: "reading namespace web: namespace web not in cache",
+		wantMetric: [2]string{resultError, reasonNamespaceLookup},
+	}, {
+		name: "paused SidecarSet",
+		injector: func(h *PodInjector) {
+			set := logAgentSet("log-agent", nil)
+			set.Spec.InjectionStrategy.Paused = true
+			h.Sets = storeOf(t, ptrTo(func() bool { return true }), set)
+		},
+		allowed: true, code: http.StatusOK, msg: "no SidecarSet injects into this pod",
+		wantMetric: [2]string{resultSkipped, reasonNoMatch},
+	}, {
+		name: "conflict with an app container",
+		edit: func(r *admission.Request) {
+			r.Object.Raw = []byte(strings.Replace(podJSON, `"containers":[{"name":"app",`,
+				`"containers":[{"name":"log-agent","image":"mine:1","resources":{}},{"name":"app",`, 1))
+		},
+		allowed: false, code: http.StatusForbidden, msg: `SidecarSet "log-agent" spec.containers[0].name: the pod already has a container named "log-agent"`,
+		wantMetric: [2]string{resultDenied, reasonConflict},
+	}, {
+		name:    "injected",
+		allowed: true, code: http.StatusOK,
+		wantMetric: [2]string{resultInjected, reasonInjected},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := testInjector(t)
+			if tt.injector != nil {
+				tt.injector(h)
+			}
+			req := rawRequest(t, []byte(podJSON), "web")
+			if tt.edit != nil {
+				tt.edit(&req)
+			}
+			counter := admissions.WithLabelValues(tt.wantMetric[0], tt.wantMetric[1])
+			before := value(t, counter)
+
+			resp := handle(t, h, req)
+
+			if resp.Allowed != tt.allowed || resp.Result.Code != tt.code || !strings.Contains(resp.Result.Message, tt.msg) {
+				t.Errorf("got allowed %v, code %d, message %q; want %v, %d, a message containing %q",
+					resp.Allowed, resp.Result.Code, resp.Result.Message, tt.allowed, tt.code, tt.msg)
+			}
+			if wantPatch := tt.wantMetric[0] == resultInjected; (len(resp.Patches) > 0) != wantPatch {
+				t.Errorf("patch %s, want one: %v", resp.Patch, wantPatch)
+			}
+			if got := value(t, counter) - before; got != 1 {
+				t.Errorf("admissions{result=%q,reason=%q} moved by %v, want 1", tt.wantMetric[0], tt.wantMetric[1], got)
+			}
+		})
+	}
+}
+
+// TestPodInjectorMetrics checks that each outcome moves its own counter and no other.
+func TestPodInjectorMetrics(t *testing.T) {
+	type outcome struct{ result, reason string }
+	all := []outcome{{resultInjected, reasonInjected}, {resultSkipped, reasonNotOptedIn}, {resultSkipped, reasonNoMatch},
+		{resultSkipped, reasonUnchanged}, {resultDenied, reasonConflict}, {resultError, reasonDecode}}
+	injected := mustMarshal(t, optedInPod("web", nil))
+	tests := []struct {
+		name      string
+		raw       func(h *PodInjector) []byte
+		want      outcome
+		injection float64 // how much sidecarset_injections_total{sidecarset="log-agent"} moves
+	}{
+		{name: "injected", raw: func(*PodInjector) []byte { return injected }, want: all[0], injection: 1},
+		{name: "skipped", raw: func(*PodInjector) []byte {
+			return mustMarshal(t, optedInPod("web", map[string]string{appsv1alpha1.InjectLabel: "no"}))
+		}, want: all[1]},
+		{name: "skipped, no match", raw: func(*PodInjector) []byte {
+			return mustMarshal(t, optedInPod("web", map[string]string{"app": "other"}))
+		}, want: all[2]},
+		{name: "skipped, already injected", raw: func(h *PodInjector) []byte {
+			return applyPatch(t, rawRequest(t, injected, "web"), handle(t, h, rawRequest(t, injected, "web")))
+		}, want: all[3]},
+		{name: "denied", raw: func(*PodInjector) []byte {
+			return mustMarshal(t, optedInPod("web", map[string]string{}, corev1.Container{Name: "log-agent", Image: "other:1"}))
+		}, want: all[4]},
+		{name: "error", raw: func(*PodInjector) []byte { return []byte("[") }, want: all[5]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := testInjector(t)
+			req := rawRequest(t, tt.raw(h), "web")
+			before := map[outcome]float64{}
+			for _, o := range all {
+				before[o] = value(t, admissions.WithLabelValues(o.result, o.reason))
+			}
+			injections0 := value(t, injections.WithLabelValues("log-agent"))
+
+			handle(t, h, req)
+
+			for _, o := range all {
+				want := 0.0
+				if o == tt.want {
+					want = 1
+				}
+				if got := value(t, admissions.WithLabelValues(o.result, o.reason)) - before[o]; got != want {
+					t.Errorf("admissions{result=%q,reason=%q} moved by %v, want %v", o.result, o.reason, got, want)
+				}
+			}
+			if got := value(t, injections.WithLabelValues("log-agent")) - injections0; got != tt.injection {
+				t.Errorf("injections{sidecarset=log-agent} moved by %v, want %v", got, tt.injection)
+			}
+		})
+	}
+}
+
+// TestPodInjectorReinvocation admits a Pod, then its injected form, as the API server does
+// under reinvocationPolicy IfNeeded: the second answer must change nothing.
+func TestPodInjectorReinvocation(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		// between admissions, as the API server's defaulting does to the injected pod
+		between func(*corev1.Pod)
+	}{
+		{name: "fresh pod", pod: optedInPod("web", nil)},
+		{name: "defaulted by the API server in between", pod: optedInPod("web", nil), between: apiServerDefaults},
+		{name: "pod without annotations", pod: func() *corev1.Pod { p := optedInPod("web", nil); p.Annotations = nil; return p }()},
+		{name: "pod with its own annotations", pod: func() *corev1.Pod {
+			p := optedInPod("web", nil)
+			p.Annotations = map[string]string{"a/b~c": "d"}
+			return p
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := testInjector(t)
+			req := rawRequest(t, mustMarshal(t, tt.pod), "web")
+			first := handle(t, h, req)
+			if len(first.Patches) == 0 {
+				t.Fatalf("first admission: no patch (%+v)", first.Result)
+			}
+			patched := applyPatch(t, req, first)
+			pod := decodePod(t, patched)
+			if !slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "log-agent" }) {
+				t.Fatalf("first admission did not inject log-agent: %s", patched)
+			}
+			if tt.between != nil {
+				tt.between(pod)
+				patched = mustMarshal(t, pod)
+			}
+			second := handle(t, h, rawRequest(t, patched, "web"))
+			if !second.Allowed || len(second.Patches) > 0 {
+				t.Errorf("second admission: allowed %v, patch %s", second.Allowed, second.Patch)
+			}
+			if second.Result.Message != "already injected" {
+				t.Errorf("second admission message %q, want %q", second.Result.Message, "already injected")
+			}
+		})
+	}
+}
+
+// apiServerDefaults applies the defaults the API server gives the containers and volumes of a
+// Pod (a few of them: those our test sidecar is subject to).
+func apiServerDefaults(pod *corev1.Pod) {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.TerminationMessagePath = cmp.Or(c.TerminationMessagePath, corev1.TerminationMessagePathDefault)
+		c.TerminationMessagePolicy = cmp.Or(c.TerminationMessagePolicy, corev1.TerminationMessageReadFile)
+		if c.ImagePullPolicy == "" {
+			c.ImagePullPolicy = corev1.PullIfNotPresent
+			if tag := c.Image[strings.LastIndex(c.Image, "/")+1:]; !strings.Contains(tag, ":") || strings.HasSuffix(tag, ":latest") {
+				c.ImagePullPolicy = corev1.PullAlways // untagged means latest
+			}
+		}
+	}
+	for i := range pod.Spec.Volumes {
+		if cm := pod.Spec.Volumes[i].ConfigMap; cm != nil && cm.DefaultMode == nil {
+			cm.DefaultMode = ptrTo[int32](corev1.ConfigMapVolumeSourceDefaultMode)
+		}
+	}
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
+	pod.Spec.EnableServiceLinks = ptrTo(true)
+}
+
+// TestPodInjectorKeepsUnknownFields admits Pods written against a newer API than the one this
+// binary vendors: the patch must not drop the fields it does not know.
+func TestPodInjectorKeepsUnknownFields(t *testing.T) {
+	set := logAgentSet("log-agent", nil)
+	compiled, err := inject.Compile(set)
+	if err != nil {
+		t.Fatalf("compiling: %v", err)
+	}
+	oldRecord := fmt.Sprintf(`{\"log-agent\":{\"hash\":\"%s\",\"containers\":[\"log-agent\"]}}`, "0000000000000000")
+	tests := []struct {
+		name string
+		raw  string
+		// wantContainers are the container names after injection, in order.
+		wantContainers []string
+	}{{
+		name: "head decoding",
+		raw: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"web","futureMeta":"m",
+			"labels":{"app":"demo","sidecarset.io/inject":"true"}},
+			"spec":{"futureField":{"x":1},
+			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}]}],
+			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
+			"status":{"futureStatus":"s"}}`,
+		wantContainers: []string{"app", "log-agent"},
+	}, {
+		// The status annotation lists a sidecar injected with another hash: the handler
+		// decodes the containers in full and the engine replaces the old sidecar.
+		name: "full decoding",
+		raw: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"web","futureMeta":"m",
+			"labels":{"app":"demo","sidecarset.io/inject":"true"},
+			"annotations":{"sidecarset.io/status":"` + oldRecord + `"}},
+			"spec":{"futureField":{"x":1},
+			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}]},
+				{"name":"log-agent","image":"old:1","futureContainerField":"old"}],
+			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
+			"status":{"futureStatus":"s"}}`,
+		wantContainers: []string{"app", "log-agent"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := testInjector(t)
+			req := rawRequest(t, []byte(tt.raw), "web")
+			resp := handle(t, h, req)
+			if len(resp.Patches) == 0 {
+				t.Fatalf("no patch: %+v", resp.Result)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(applyPatch(t, req, resp), &got); err != nil {
+				t.Fatalf("decoding patched pod: %v", err)
+			}
+			for path, want := range map[string]any{
+				"metadata.futureMeta":                    "m",
+				"spec.futureField.x":                     1.0,
+				"spec.containers.0.futureContainerField": true,
+				"spec.containers.0.env.0.futureEnvField": 2.0,
+				"spec.volumes.0.futureVolumeSource.y":    2.0,
+				"status.futureStatus":                    "s",
+				"spec.containers.1.image":                "registry.example/log-agent:3.2",
+			} {
+				if v := lookup(got, path); !equality.Semantic.DeepEqual(v, want) {
+					t.Errorf("%s = %#v, want %#v", path, v, want)
+				}
+			}
+			var names []string
+			for _, c := range got["spec"].(map[string]any)["containers"].([]any) {
+				names = append(names, c.(map[string]any)["name"].(string))
+			}
+			if !slices.Equal(names, tt.wantContainers) {
+				t.Errorf("containers %v, want %v", names, tt.wantContainers)
+			}
+			if v := lookup(got, "spec.containers.1.futureContainerField"); v != nil {
+				t.Errorf("the replaced sidecar kept its old field: %v", v)
+			}
+			annotations, _ := lookup(got, "metadata.annotations").(map[string]any)
+			if hash, _ := inject.InjectedHash(toStrings(annotations), "log-agent"); hash != compiled.Hash {
+				t.Errorf("status annotation hash %q, want %q (annotations %v)", hash, compiled.Hash, annotations)
+			}
+		})
+	}
+}
+
+// lookup follows a dotted path through decoded JSON; numbers index arrays.
+func lookup(v any, path string) any {
+	for _, key := range strings.Split(path, ".") {
+		switch node := v.(type) {
+		case map[string]any:
+			v = node[key]
+		case []any:
+			var i int
+			if _, err := fmt.Sscan(key, &i); err != nil || i >= len(node) {
+				return nil
+			}
+			v = node[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+func toStrings(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k], _ = v.(string)
+	}
+	return out
+}
+
+// logAgentSet selects app=demo pods, in namespaces with nsLabels when given, and injects a
+// log agent with its config volume.
+func logAgentSet(name string, nsLabels map[string]string) *appsv1alpha1.SidecarSet {
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Generation: 1},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
+				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}}}}},
+			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent"}}}}},
+		},
+	}
+	if nsLabels != nil {
+		set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: nsLabels}
+	}
+	return set
+}
+
+// optedInPod is an opted-in app=demo Pod with one app container; labels are merged over the
+// defaults, and extra containers come first.
+func optedInPod(namespace string, labels map[string]string, extra ...corev1.Container) *corev1.Pod {
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-", Namespace: namespace,
+			Labels:      map[string]string{"app": "demo", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue},
+			Annotations: map[string]string{"owner": "team-a"}},
+		Spec: corev1.PodSpec{Containers: append(extra, corev1.Container{Name: "app", Image: "registry.example/demo:1.0"})},
+	}
+	for k, v := range labels {
+		pod.Labels[k] = v
+	}
+	return pod
+}
+
+func storeOf(t *testing.T, synced *func() bool, sets ...*appsv1alpha1.SidecarSet) *snapshot.Store {
+	t.Helper()
+	store := snapshot.NewStore()
+	if synced != nil {
+		store.SetSynced(*synced)
+	}
+	for _, s := range sets {
+		store.Upsert(s)
+	}
+	if inv := store.Load().Invalid; len(inv) > 0 {
+		t.Fatalf("invalid test SidecarSets: %v", inv)
+	}
+	return store
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// testInjector serves log-agent from a synced store; looking a namespace up fails the test.
+func testInjector(t *testing.T) *PodInjector {
+	t.Helper()
+	return &PodInjector{
+		Sets:               storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", nil)),
+		ExcludedNamespaces: sets.New("kube-system", "sidecarset-system"),
+		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
+			t.Errorf("namespace %s looked up, though no SidecarSet has a namespace selector", name)
+			return nil, nil
+		},
+	}
+}
+
+func namespaceLabels(labels map[string]string, err error) NamespaceLabelsFunc {
+	return func(context.Context, string) (map[string]string, error) { return labels, err }
+}
+
+func rawRequest(t *testing.T, raw []byte, namespace string) admission.Request {
+	t.Helper()
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "uid-1", Operation: admissionv1.Create, Namespace: namespace,
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object:   runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// handle calls the handler and completes the response as the webhook server does, rendering
+// the patch.
+func handle(t *testing.T, h *PodInjector, req admission.Request) admission.Response {
+	t.Helper()
+	resp := h.Handle(context.Background(), req)
+	if err := resp.Complete(req); err != nil {
+		t.Fatalf("completing the response: %v", err)
+	}
+	return resp
+}
+
+// applyPatch applies the response's JSON patch to the raw request; no patch leaves it as is.
+func applyPatch(t *testing.T, req admission.Request, resp admission.Response) []byte {
+	t.Helper()
+	if len(resp.Patch) == 0 {
+		return req.Object.Raw
+	}
+	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("patch type %v, want JSONPatch", resp.PatchType)
+	}
+	patch, err := jsonpatch.DecodePatch(resp.Patch)
+	if err != nil {
+		t.Fatalf("decoding patch %s: %v", resp.Patch, err)
+	}
+	out, err := patch.Apply(req.Object.Raw)
+	if err != nil {
+		t.Fatalf("applying patch %s: %v", resp.Patch, err)
+	}
+	return out
+}
+
+func assertDenied(t *testing.T, resp admission.Response, msg string) {
+	t.Helper()
+	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusForbidden || resp.Result.Message != msg {
+		t.Errorf("want denied (403) with\n  %q\ngot allowed %v, result %+v", msg, resp.Allowed, resp.Result)
+	}
+	if len(resp.Patches) > 0 {
+		t.Errorf("a denial carries a patch: %s", resp.Patch)
+	}
+}
+
+func assertPod(t *testing.T, got, want *corev1.Pod) {
+	t.Helper()
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("pod after the handler's patch differs from the golden pod (-golden +patched):\n%s", diff.Diff(want, got))
+	}
+}
+
+func decodePod(t *testing.T, raw []byte) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(raw, pod); err != nil {
+		t.Fatalf("decoding pod: %v\n%s", err, raw)
+	}
+	return pod
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("encoding %T: %v", v, err)
+	}
+	return raw
+}
+
+func derefBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+// value reads a counter, as prometheus/testutil.ToFloat64 would; that package would add a
+// module (kylelemons/godebug) to go.mod.
+func value(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatalf("reading counter: %v", err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestPodInjectorMatchesEngine runs variants of the golden cases through the handler and
+// through the engine given the whole Pod: the handler's lazily decoded view must lead to the
+// same Pod (or the same refusal) as the engine's full one.
+func TestPodInjectorMatchesEngine(t *testing.T) {
+	variants := map[string]func(*corev1.Pod){
+		"host network":   func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"no annotations": func(p *corev1.Pod) { p.Annotations = nil },
+		"namespace only in the request": func(p *corev1.Pod) {
+			p.Namespace = ""
+		},
+		"defaulted by the API server": apiServerDefaults,
+		"another app container first": func(p *corev1.Pod) {
+			first := corev1.Container{Name: "first", Image: "first:1", Env: []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "first-data", MountPath: "/first"}}}
+			p.Spec.Containers = append([]corev1.Container{first}, p.Spec.Containers...)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "first-data"})
+		},
+	}
+	for _, c := range loadGoldenCases(t, engineTestdata) {
+		for name, variant := range variants {
+			t.Run(c.Name+"/"+name, func(t *testing.T) {
+				namespace := c.Pod.Namespace
+				c := c // each variant edits its own copy of the Pod
+				c.Pod = c.Pod.DeepCopy()
+				variant(c.Pod)
+				want, wantErr := enginePod(t, c)
+				req := rawRequest(t, mustMarshal(t, c.Pod), namespace)
+				resp := handle(t, goldenInjector(t, c), req)
+				if wantErr != nil {
+					assertDenied(t, resp, wantErr.Error())
+					return
+				}
+				if !resp.Allowed {
+					t.Fatalf("want allowed, got %+v", resp.Result)
+				}
+				assertPod(t, decodePod(t, applyPatch(t, req, resp)), want)
+			})
+		}
+	}
+}
+
+// enginePod is the engine's answer for the case, from the whole Pod and every SidecarSet.
+func enginePod(t *testing.T, c goldenCase) (*corev1.Pod, error) {
+	t.Helper()
+	in := inject.Input{Pod: c.Pod}
+	sorted := slices.Clone(c.Sets)
+	slices.SortFunc(sorted, func(a, b *appsv1alpha1.SidecarSet) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range sorted {
+		compiled, err := inject.Compile(s)
+		if err != nil {
+			t.Fatalf("compiling %s: %v", s.Name, err)
+		}
+		in.Sets = append(in.Sets, compiled)
+	}
+	if c.Namespace != nil {
+		in.NamespaceLabels = c.Namespace.Labels
+	}
+	res, err := inject.Apply(in)
+	if err != nil {
+		return nil, err
+	}
+	return res.Pod(), nil
+}
