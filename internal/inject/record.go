@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -39,13 +40,38 @@ func ParseRecords(annotations map[string]string) (Records, error) {
 
 // InjectedHash returns the hash the named SidecarSet injected the Pod with, or "" when the
 // annotation does not name it. It never fails: a malformed annotation names no SidecarSet.
+//
+// Status computation calls it for every matched Pod, so it first looks for the record in the
+// exact form Encode writes (names are DNS labels and hashes hex, so the key cannot occur
+// elsewhere in the value) and parses the JSON only when that form is not found.
 func InjectedHash(annotations map[string]string, setName string) (string, bool) {
+	raw := annotations[appsv1alpha1.StatusAnnotation]
+	if raw == "" {
+		return "", false
+	}
+	key := `"` + setName + `":{"hash":"`
+	if i := strings.Index(raw, key); i >= 0 && i == strings.LastIndex(raw, key) &&
+		(i == 1 && raw[0] == '{' || i > 1 && raw[i-1] == ',') && json.Valid([]byte(raw)) {
+		rest := raw[i+len(key):]
+		if j := strings.IndexByte(rest, '"'); j >= 0 && isHex(rest[:j]) {
+			return rest[:j], true
+		}
+	}
 	r, err := ParseRecords(annotations)
 	if err != nil {
 		return "", false
 	}
 	rec, ok := r[setName]
 	return rec.Hash, ok
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Encode renders the annotation value. encoding/json sorts map keys, so the output is

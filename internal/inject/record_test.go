@@ -155,3 +155,46 @@ func TestRefusedErrorMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestInjectedHashAgreesWithParseRecords: the fast path of InjectedHash must give exactly what
+// parsing the annotation gives, for the form Encode writes and for hand-written variants.
+func TestInjectedHashAgreesWithParseRecords(t *testing.T) {
+	annotations := []string{
+		inject.Records{"a": {Hash: "0123abcd"}, "b": {Hash: "ffff", Containers: []string{"x"}}, "ab": {Hash: "1"}}.Encode(),
+		`{"b":{"containers":["a"],"hash":"beef"},"a":{"hash":"cafe"}}`,
+		`{ "a" : { "hash" : "cafe" } }`,
+		`{"xa":{"hash":"dead"},"a":{"hash":"NOT-HEX"}}`,
+		`{"a":{"hash":"cafe"`,
+		`{"a":{"hash":"cafe"},"a":{"hash":"beef"}}`,
+		`not json`,
+		`{}`,
+		``,
+	}
+	for _, raw := range annotations {
+		for _, set := range []string{"a", "b", "ab", "xa", "missing"} {
+			ann := map[string]string{appsv1alpha1.StatusAnnotation: raw}
+			got, gotOK := inject.InjectedHash(ann, set)
+			recs, err := inject.ParseRecords(ann)
+			rec, wantOK := recs[set]
+			if err != nil {
+				wantOK = false
+			}
+			if got != rec.Hash && wantOK || gotOK != wantOK {
+				t.Errorf("InjectedHash(%q, %q) = %q, %v; ParseRecords says %q, %v", raw, set, got, gotOK, rec.Hash, wantOK)
+			}
+		}
+	}
+}
+
+func BenchmarkInjectedHash(b *testing.B) {
+	ann := map[string]string{appsv1alpha1.StatusAnnotation: inject.Records{
+		"log-agent": {Hash: "0123456789abcdef", Containers: []string{"log-agent"}, Volumes: []string{"log-agent-config"}},
+		"proxy":     {Hash: "fedcba9876543210", InitContainers: []string{"proxy"}, ImagePullSecrets: []string{"registry"}},
+	}.Encode()}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := inject.InjectedHash(ann, "proxy"); !ok {
+			b.Fatal("not found")
+		}
+	}
+}
