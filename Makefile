@@ -60,6 +60,7 @@ verify: manifests generate ## Regenerate everything and fail if a generated file
 		git status --porcelain -- api config go.mod go.sum; git --no-pager diff --stat -- api config; exit 1; fi
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
 		echo "Not gofmt-ed: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; fi
+	$(MAKE) verify-bundle
 
 .PHONY: test-manifests
 test-manifests: manifests kustomize ## Render config/default, whose CRD and webhook configurations the integration tests install.

@@ -8,6 +8,14 @@ const (
 	// InjectLabelValue is the only value of InjectLabel that opts a Pod in.
 	InjectLabelValue = "true"
 
+	// NamespaceInjectionLabel set to NamespaceInjectionDisabled on a Namespace keeps every Pod
+	// in it from being injected. The pod webhook's namespaceSelector skips such namespaces, and
+	// the injector checks it too (OLM replaces the namespaceSelector with its own).
+	NamespaceInjectionLabel = "sidecarset.io/injection"
+
+	// NamespaceInjectionDisabled is the value of NamespaceInjectionLabel that opts a namespace out.
+	NamespaceInjectionDisabled = "disabled"
+
 	// StatusAnnotation records, on each injected Pod, what every SidecarSet injected there:
 	// a JSON object keyed by SidecarSet name (see the inject package's Record type).
 	StatusAnnotation = "sidecarset.io/status"

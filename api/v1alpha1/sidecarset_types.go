@@ -197,7 +197,7 @@ type SidecarSetStatus struct {
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedPods`,description="Matched pods injected with the current hash"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyPods`,description="Matched, injected and Ready pods"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Sidecar Set",resources={{Pod,v1,""}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="SidecarSet",resources={{Pod,v1,""}}
 type SidecarSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

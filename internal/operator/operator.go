@@ -51,7 +51,9 @@ func CacheOptions() cache.Options {
 	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: optedIn, Transform: trimPod},
+			&corev1.Pod{}:              {Label: optedIn, Transform: trimPod},
+			&corev1.Namespace{}:        {UnsafeDisableDeepCopy: ptr.To(true)},
+			&appsv1alpha1.SidecarSet{}: {UnsafeDisableDeepCopy: ptr.To(true)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

@@ -85,15 +85,18 @@ func decodeError(err error) admission.Response {
 }
 
 func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []*inject.CompiledSet) admission.Response {
-	in := inject.Input{Pod: pod, Sets: candidates}
-	if inject.NeedNamespace(candidates) {
-		labels, err := h.NamespaceLabels(ctx, pod.Namespace)
-		if err != nil {
-			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", pod.Namespace, err))
-		}
-		in.NamespaceLabels = labels
+	// The namespace is read for its opt-out label on every injection, not only for namespace
+	// selectors: under OLM the webhook's own namespaceSelector is replaced.
+	labels, err := h.NamespaceLabels(ctx, pod.Namespace)
+	if err != nil {
+		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", pod.Namespace, err))
 	}
+	if labels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled {
+		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
+			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
+	}
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()

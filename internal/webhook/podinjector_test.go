@@ -179,6 +179,14 @@ func TestPodInjectorGuards(t *testing.T) {
 		allowed: true, code: http.StatusOK, msg: "kube-system is never injected",
 		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
 	}, {
+		// OLM replaces the webhook's namespaceSelector, so the injector checks the opt-out too.
+		name: "namespace labelled injection disabled",
+		injector: func(h *PodInjector) {
+			h.NamespaceLabels = namespaceLabels(map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled}, nil)
+		},
+		allowed: true, code: http.StatusOK, msg: "sidecarset.io/injection=disabled",
+		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+	}, {
 		name: "not opted in",
 		edit: func(r *admission.Request) {
 			pod := optedInPod("web", nil)
@@ -581,16 +589,13 @@ func storeOf(t *testing.T, synced *func() bool, sets ...*appsv1alpha1.SidecarSet
 
 func ptrTo[T any](v T) *T { return &v }
 
-// testInjector serves log-agent from a synced store; looking a namespace up fails the test.
+// testInjector serves log-agent from a synced store, in namespaces without labels.
 func testInjector(t *testing.T) *PodInjector {
 	t.Helper()
 	return &PodInjector{
 		Sets:               storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", nil)),
 		ExcludedNamespaces: sets.New("kube-system", "sidecarset-system"),
-		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
-			t.Errorf("namespace %s looked up, though no SidecarSet has a namespace selector", name)
-			return nil, nil
-		},
+		NamespaceLabels:    namespaceLabels(nil, nil),
 	}
 }
 
