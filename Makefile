@@ -49,8 +49,8 @@ fmt: ## Run go fmt.
 	go fmt ./...
 
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet (the end-to-end tests too).
+	go vet -tags e2e ./...
 
 .PHONY: verify
 verify: manifests generate ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
@@ -81,6 +81,34 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); `make test` already ru
 .PHONY: bench
 bench: ## Run the benchmarks (admission handler, engine, status computation).
 	go test ./internal/... -run '^$$' -bench . -benchmem -count $${COUNT:-5}
+
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: ## Start a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) on 127.0.0.1.
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and everything started on it; remove bin/cluster.
+	hack/cluster.sh down
+
+.PHONY: demo
+demo: manifests kustomize ## Run the operator on a local cluster and show it injecting sidecars (reuses what runs).
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop the demo's operators, webhook proxy and cluster.
+	hack/demo.sh down
+
+E2E_CLUSTER_DIR ?= $(LOCALBIN)/e2e-cluster
+
+.PHONY: test-e2e
+test-e2e: manifests kustomize ## End-to-end tests against the operator binary on a local cluster of their own, torn down afterwards.
+	export SIDECARSET_CLUSTER_DIR="$(E2E_CLUSTER_DIR)"; \
+	trap 'hack/demo.sh down' EXIT; \
+	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
+	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(E2E_CLUSTER_DIR)/kubeconfig" \
+	go test ./test/e2e/... -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
 
 ##@ Build
 

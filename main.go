@@ -24,7 +24,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -65,7 +67,7 @@ func parseFlags() (flags, zap.Options) {
 	flag.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
 	flag.StringVar(&f.webhookHost, "webhook-host", "", "The address the webhook server binds to; empty means all interfaces.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
-	opts := zap.Options{Development: false}
+	opts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	return f, opts
@@ -73,7 +75,9 @@ func parseFlags() (flags, zap.Options) {
 
 func main() {
 	f, zapOpts := parseFlags()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	logger := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger) // client-go (leader election among others) logs through klog
 	log := ctrl.Log.WithName("setup")
 	if err := run(f); err != nil {
 		log.Error(err, "Manager exited with an error")

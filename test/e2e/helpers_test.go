@@ -1,0 +1,158 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newNamespace creates a namespace and waits for its default ServiceAccount, without which
+// pods are not admitted.
+func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
+	must(t, k8s.Create(ctx, ns))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
+	eventually(t, 30*time.Second, "the default ServiceAccount of "+ns.Name, func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return ns.Name
+}
+
+func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %s: %v", obj.GetName(), err)
+	}
+}
+
+// newSet creates a SidecarSet selecting app=<app> with one sidecar container.
+func newSet(t *testing.T, name, app string) *appsv1alpha1.SidecarSet {
+	t.Helper()
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name + "-agent", Image: "registry.example/agent:1.0"}}},
+		},
+	}
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	return set
+}
+
+// podSpec runs on the kwok node and passes the restricted Pod Security Standard, which the
+// operator's namespace enforces.
+func podSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1.0",
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		NodeSelector: map[string]string{"type": "kwok"},
+		Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake",
+			Effect: corev1.TaintEffectNoSchedule}},
+		TerminationGracePeriodSeconds: ptr.To[int64](0),
+	}
+}
+
+// newDeployment creates a Deployment of opted-in app=<app> pods.
+func newDeployment(t *testing.T, ns, app string, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	labels := map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec()},
+		},
+	}
+	must(t, k8s.Create(ctx, dep))
+	return dep
+}
+
+func scale(t *testing.T, dep *appsv1.Deployment, replicas int32) {
+	t.Helper()
+	patch := client.MergeFrom(dep.DeepCopy())
+	dep.Spec.Replicas = ptr.To(replicas)
+	must(t, k8s.Patch(ctx, dep, patch))
+}
+
+// rolloutRestart does what `kubectl rollout restart` does.
+func rolloutRestart(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	patch := client.MergeFrom(dep.DeepCopy())
+	if dep.Spec.Template.Annotations == nil {
+		dep.Spec.Template.Annotations = map[string]string{}
+	}
+	dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339Nano)
+	must(t, k8s.Patch(ctx, dep, patch))
+}
+
+type counts struct{ matched, updated, ready, updatedReady int32 }
+
+// waitForCounts waits until the SidecarSet's status shows exactly want for its current
+// generation, and returns how long that took.
+func waitForCounts(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, timeout time.Duration) time.Duration {
+	t.Helper()
+	return eventually(t, timeout, fmt.Sprintf("%s status %+v", set.Name, want), func() (bool, string) {
+		var got appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
+			return false, err.Error()
+		}
+		st := got.Status
+		have := counts{st.MatchedPods, st.UpdatedPods, st.ReadyPods, st.UpdatedReadyPods}
+		return have == want && st.ObservedGeneration == got.Generation,
+			fmt.Sprintf("%+v at observedGeneration %d of %d", have, st.ObservedGeneration, got.Generation)
+	})
+}
+
+// podsOf lists the live pods of an app in a namespace.
+func podsOf(t *testing.T, ns, app string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	must(t, k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}))
+	var live []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+func injectedHash(pod *corev1.Pod, set string) string {
+	hash, _ := inject.InjectedHash(pod.Annotations, set)
+	return hash
+}
+
+func hasContainer(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
