@@ -8,6 +8,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 )
 
 // TestApplyRefusedFields checks the structured part of each golden refusal: the webhook and
@@ -22,7 +23,7 @@ func TestApplyRefusedFields(t *testing.T) {
 		"malformed-annotation":        {Field: "metadata.annotations[sidecarset.io/status]"},
 	}
 	seen := 0
-	for _, c := range loadGoldenCases(t, testdataDir) {
+	for _, c := range injecttest.LoadCases(t, testdataDir) {
 		w, ok := want[c.Name]
 		if !ok {
 			continue

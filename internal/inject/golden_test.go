@@ -16,9 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*"+goldenSuffix+" from the engine's output instead of comparing")
+var update = flag.Bool("update", false, "rewrite testdata/*"+injecttest.GoldenSuffix+" from the engine's output instead of comparing")
 
 const testdataDir = "testdata"
 
@@ -27,7 +28,7 @@ const testdataDir = "testdata"
 // applying Result.Patch to the input's JSON, and both renderings must match the golden file.
 // Every successful case must also be idempotent and leave its inputs untouched.
 func TestGolden(t *testing.T) {
-	cases := loadGoldenCases(t, testdataDir)
+	cases := injecttest.LoadCases(t, testdataDir)
 	if !*update {
 		assertNoOrphanGoldens(t, cases)
 	}
@@ -112,7 +113,7 @@ func goldenPod(t testing.TB, pod *corev1.Pod) map[string]any {
 	return m
 }
 
-func goldenPath(name string) string { return filepath.Join(testdataDir, name+goldenSuffix) }
+func goldenPath(name string) string { return filepath.Join(testdataDir, name+injecttest.GoldenSuffix) }
 
 // compareGolden compares got with the case's golden file, or rewrites the file under -update.
 func compareGolden(t testing.TB, name string, got []byte) {
@@ -138,9 +139,9 @@ func compareGolden(t testing.TB, name string, got []byte) {
 }
 
 // assertNoOrphanGoldens fails on golden files whose case is gone: they would never be checked.
-func assertNoOrphanGoldens(t testing.TB, cases []goldenCase) {
+func assertNoOrphanGoldens(t testing.TB, cases []injecttest.Case) {
 	t.Helper()
-	goldens, err := filepath.Glob(filepath.Join(testdataDir, "*"+goldenSuffix))
+	goldens, err := filepath.Glob(filepath.Join(testdataDir, "*"+injecttest.GoldenSuffix))
 	if err != nil {
 		t.Fatalf("listing golden files: %v", err)
 	}
@@ -150,7 +151,7 @@ func assertNoOrphanGoldens(t testing.TB, cases []goldenCase) {
 	}
 	for _, g := range goldens {
 		if !known[g] {
-			t.Errorf("golden file %s has no case %s.yaml; delete it", g, strings.TrimSuffix(filepath.Base(g), goldenSuffix))
+			t.Errorf("golden file %s has no case %s.yaml; delete it", g, strings.TrimSuffix(filepath.Base(g), injecttest.GoldenSuffix))
 		}
 	}
 }

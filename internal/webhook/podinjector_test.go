@@ -28,6 +28,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
@@ -38,7 +39,7 @@ import (
 // nothing the engine needs. Every injected Pod is then admitted again, as the API server's
 // reinvocation would, and must come back unchanged.
 func TestPodInjectorGolden(t *testing.T) {
-	for _, c := range loadGoldenCases(t, engineTestdata) {
+	for _, c := range injecttest.LoadCases(t, engineTestdata) {
 		t.Run(c.Name, func(t *testing.T) {
 			want := readGolden(t, c.Name)
 			h := goldenInjector(t, c)
@@ -79,7 +80,7 @@ type golden struct {
 
 func readGolden(t *testing.T, name string) golden {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(engineTestdata, name+goldenSuffix))
+	raw, err := os.ReadFile(filepath.Join(engineTestdata, name+injecttest.GoldenSuffix))
 	if err != nil {
 		t.Fatalf("reading golden file: %v", err)
 	}
@@ -96,7 +97,10 @@ func readGolden(t *testing.T, name string) golden {
 func (g golden) pod(t *testing.T) *corev1.Pod { t.Helper(); return decodePod(t, g.Pod) }
 
 // goldenInjector serves the case's SidecarSets, and its Namespace's labels.
-func goldenInjector(t *testing.T, c goldenCase) *PodInjector {
+// engineTestdata holds the engine's golden cases: <case>.yaml in, <case>.injected.yaml out.
+const engineTestdata = "../inject/testdata"
+
+func goldenInjector(t *testing.T, c injecttest.Case) *PodInjector {
 	t.Helper()
 	store := snapshot.NewStore()
 	store.SetSynced(func() bool { return true })
@@ -715,7 +719,7 @@ func TestPodInjectorMatchesEngine(t *testing.T) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "first-data"})
 		},
 	}
-	for _, c := range loadGoldenCases(t, engineTestdata) {
+	for _, c := range injecttest.LoadCases(t, engineTestdata) {
 		for name, variant := range variants {
 			t.Run(c.Name+"/"+name, func(t *testing.T) {
 				namespace := c.Pod.Namespace
@@ -739,7 +743,7 @@ func TestPodInjectorMatchesEngine(t *testing.T) {
 }
 
 // enginePod is the engine's answer for the case, from the whole Pod and every SidecarSet.
-func enginePod(t *testing.T, c goldenCase) (*corev1.Pod, error) {
+func enginePod(t *testing.T, c injecttest.Case) (*corev1.Pod, error) {
 	t.Helper()
 	in := inject.Input{Pod: c.Pod}
 	sorted := slices.Clone(c.Sets)

@@ -1,4 +1,6 @@
-package inject_test
+// Package injecttest loads the injection engine's golden cases for tests: the engine's own
+// and the admission handler's, which run the same cases through the webhook.
+package injecttest
 
 import (
 	"bufio"
@@ -20,15 +22,12 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
-// This file only loads the golden cases, so that the admission handler's tests can copy it
-// and run the same cases through the webhook.
+// GoldenSuffix ends the name of a case's expected output: testdata/<case>.injected.yaml.
+const GoldenSuffix = ".injected.yaml"
 
-// goldenSuffix ends the name of a case's expected output: testdata/<case>.injected.yaml.
-const goldenSuffix = ".injected.yaml"
-
-// goldenCase is one testdata/<case>.yaml: a multi-document YAML file holding SidecarSets,
+// Case is one testdata/<case>.yaml: a multi-document YAML file holding SidecarSets,
 // at most one Namespace (whose labels the sets' namespace selectors see) and exactly one Pod.
-type goldenCase struct {
+type Case struct {
 	Name      string
 	Sets      []*appsv1alpha1.SidecarSet // sorted by name, as the engine expects
 	Namespace *corev1.Namespace          // nil when the file has none
@@ -37,7 +36,7 @@ type goldenCase struct {
 
 // Input compiles the case's SidecarSets afresh and returns the engine's input. Each call
 // returns new compiled sets sharing the case's objects, which nothing may modify.
-func (c goldenCase) Input(t testing.TB) inject.Input {
+func (c Case) Input(t testing.TB) inject.Input {
 	t.Helper()
 	in := inject.Input{Pod: c.Pod}
 	for _, s := range c.Sets {
@@ -53,19 +52,19 @@ func (c goldenCase) Input(t testing.TB) inject.Input {
 	return in
 }
 
-// loadGoldenCases reads every case in dir, in file name order.
-func loadGoldenCases(t testing.TB, dir string) []goldenCase {
+// LoadCases reads every case in dir, in file name order.
+func LoadCases(t testing.TB, dir string) []Case {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatalf("listing golden cases: %v", err)
 	}
-	var cases []goldenCase
+	var cases []Case
 	for _, p := range paths {
-		if strings.HasSuffix(p, goldenSuffix) {
+		if strings.HasSuffix(p, GoldenSuffix) {
 			continue
 		}
-		cases = append(cases, loadGoldenCase(t, p))
+		cases = append(cases, loadCase(t, p))
 	}
 	if len(cases) == 0 {
 		t.Fatalf("no golden cases in %s", dir)
@@ -73,15 +72,15 @@ func loadGoldenCases(t testing.TB, dir string) []goldenCase {
 	return cases
 }
 
-// loadGoldenCase decodes one case file strictly, so a misspelled field in testdata fails
+// loadCase decodes one case file strictly, so a misspelled field in testdata fails
 // instead of silently testing something else.
-func loadGoldenCase(t testing.TB, path string) goldenCase {
+func loadCase(t testing.TB, path string) Case {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("reading golden case: %v", err)
 	}
-	c := goldenCase{Name: strings.TrimSuffix(filepath.Base(path), ".yaml")}
+	c := Case{Name: strings.TrimSuffix(filepath.Base(path), ".yaml")}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 	for {
 		doc, err := reader.Read()
@@ -100,7 +99,7 @@ func loadGoldenCase(t testing.TB, path string) goldenCase {
 	return c
 }
 
-func (c *goldenCase) addDocument(t testing.TB, path string, doc []byte) {
+func (c *Case) addDocument(t testing.TB, path string, doc []byte) {
 	t.Helper()
 	var meta metav1.TypeMeta
 	if err := yaml.Unmarshal(doc, &meta); err != nil {
