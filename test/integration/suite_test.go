@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,7 +65,13 @@ func runSuite(m *testing.M) (int, error) {
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	stopped, err := startManager(ctx, cfg, &env.WebhookInstallOptions)
+	// The manager runs as its ServiceAccount with exactly the RBAC config/default grants it, so
+	// a permission the markers forgot fails these tests.
+	managerCfg, err := asManagerServiceAccount(ctx, cfg, manifests)
+	if err != nil {
+		return 0, err
+	}
+	stopped, err := startManager(ctx, cfg, managerCfg, &env.WebhookInstallOptions)
 	if err != nil {
 		return 0, err
 	}
@@ -76,8 +83,9 @@ func runSuite(m *testing.M) (int, error) {
 	return code, nil
 }
 
-// startManager starts the operator in this process and waits until it is ready to admit.
-func startManager(ctx context.Context, cfg *rest.Config, hooks *envtest.WebhookInstallOptions) (<-chan error, error) {
+// startManager starts the operator in this process (talking to the API server as managerCfg)
+// and waits until it is ready to admit; cfg is the admin's, for the tests' own client.
+func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envtest.WebhookInstallOptions) (<-chan error, error) {
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		return nil, err
@@ -85,7 +93,7 @@ func startManager(ctx context.Context, cfg *rest.Config, hooks *envtest.WebhookI
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(managerCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  operator.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -113,9 +121,13 @@ func startManager(ctx context.Context, cfg *rest.Config, hooks *envtest.WebhookI
 const operatorNamespace = "sidecarset-system"
 
 func waitReady(ctx context.Context, mgr ctrl.Manager, hooks *envtest.WebhookInstallOptions) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if mgr.GetCache().WaitForCacheSync(ctx) && op.Sets.Ready() && mgr.GetWebhookServer().StartedChecker()(nil) == nil {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("the manager's caches did not sync within 30s: see the log above (RBAC?)")
+	}
+	for ctx.Err() == nil {
+		if op.Sets.Ready() && mgr.GetWebhookServer().StartedChecker()(nil) == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
