@@ -103,12 +103,27 @@ demo-down: ## Stop the demo's operators, webhook proxy and cluster.
 E2E_CLUSTER_DIR ?= $(LOCALBIN)/e2e-cluster
 
 .PHONY: test-e2e
-test-e2e: manifests kustomize ## End-to-end tests against the operator binary on a local cluster of their own, torn down afterwards.
+test-e2e: test-e2e-operator test-e2e-olm ## All end-to-end tests: the operator binary, then OLM install/upgrade/uninstall.
+
+.PHONY: test-e2e-operator
+test-e2e-operator: manifests kustomize ## End-to-end tests against the operator binary (and a make-deploy dry run) on a local cluster of their own, torn down afterwards.
 	export SIDECARSET_CLUSTER_DIR="$(E2E_CLUSTER_DIR)"; \
 	trap 'hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(E2E_CLUSTER_DIR)/kubeconfig" \
-	go test ./test/e2e/... -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
+	go test ./test/e2e -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
+
+# OLM's logs of the last run stay in $(OLM_CLUSTER_DIR).logs.
+OLM_CLUSTER_DIR ?= $(LOCALBIN)/olm-cluster
+
+.PHONY: test-e2e-olm
+test-e2e-olm: opm ## Install, upgrade and uninstall the operator through OLM (olm and catalog operators as host processes, catalog/ served by opm) on a local cluster of its own, torn down afterwards.
+	export SIDECARSET_CLUSTER_DIR="$(OLM_CLUSTER_DIR)"; \
+	trap 'rm -rf "$(OLM_CLUSTER_DIR).logs"; cp -r "$(OLM_CLUSTER_DIR)/logs" "$(OLM_CLUSTER_DIR).logs" 2>/dev/null || true; hack/cluster.sh down' EXIT; \
+	hack/cluster.sh up && hack/olm.sh build && hack/olm.sh up $(CATALOG_ROOT) && \
+	KUBECONFIG="$(OLM_CLUSTER_DIR)/kubeconfig" SIDECARSET_OLM="$(CURDIR)/hack/olm.sh" SIDECARSET_OPM="$(OPM)" \
+	SIDECARSET_CATALOG="$(CURDIR)/$(CATALOG_ROOT)" SIDECARSET_BUNDLE="$(CURDIR)/bundle" \
+	go test ./test/e2e/olm -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
 
 ##@ Build
 

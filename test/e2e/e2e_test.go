@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -45,14 +46,21 @@ func TestScalingAndDeletionMoveCountsExactly(t *testing.T) {
 
 	// A pod whose Ready condition turns False is no longer counted ready (kwok does not set it
 	// back once the pod runs).
-	pod := podsOf(t, ns, "scale")[0]
-	for i, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			pod.Status.Conditions[i].Status = corev1.ConditionFalse
-			pod.Status.Conditions[i].LastTransitionTime = metav1.Now()
+	// kwok may still be writing the pod's status: retry on conflicts, as a kubelet would.
+	name := podsOf(t, ns, "scale")[0].Name
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var pod corev1.Pod
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+			return err
 		}
-	}
-	must(t, k8s.Status().Update(ctx, &pod))
+		for i, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				pod.Status.Conditions[i].Status = corev1.ConditionFalse
+				pod.Status.Conditions[i].LastTransitionTime = metav1.Now()
+			}
+		}
+		return k8s.Status().Update(ctx, &pod)
+	}))
 	waitForCounts(t, set, counts{2, 2, 1, 1}, converge)
 }
 
@@ -195,8 +203,9 @@ func TestLeaderFailover(t *testing.T) {
 	t.Logf("%s acquired the lease %v after %s was killed; status converged %v after the kill", follower,
 		acquired.Sub(killed).Round(time.Millisecond), leader, took.Round(time.Millisecond))
 	// A killed leader's lease expires at most leaseDuration after its last renewal; the
-	// follower retries every retryPeriod (with jitter).
-	if limit := leaseDuration + retryPeriod*12/10 + time.Second; acquired.Sub(killed) > limit {
+	// follower retries every retryPeriod (with jitter). The margin covers API latency on a
+	// loaded 2-core machine (20.6 s was seen with OLM building beside the tests).
+	if limit := leaseDuration + retryPeriod*12/10 + 5*time.Second; acquired.Sub(killed) > limit {
 		t.Errorf("%s took over after %v, later than the lease duration allows (%v)", follower, acquired.Sub(killed), limit)
 	}
 	// Leave operator-0 running for the other tests, whichever replica it was.

@@ -1,0 +1,433 @@
+//go:build e2e
+
+package e2e
+
+// The `make deploy` path, for clusters that run cert-manager. cert-manager's controllers are
+// not on the Go module proxy, so this is what can be checked without them: with cert-manager's
+// real CRDs installed, the API server accepts every object `kustomize build config/default`
+// renders (server-side apply, dry run), and the Certificate, its Issuer, the webhook Service,
+// the webhook configurations and the Deployment are wired to each other.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// deployFieldOwner owns the fields of the dry-run applies and of the cert-manager CRDs.
+const deployFieldOwner = "sidecarset-e2e-deploy"
+
+const certManagerModule = "github.com/cert-manager/cert-manager"
+
+func TestDeployManifests(t *testing.T) {
+	installCertManagerCRDs(t)
+	objs := renderDefault(t)
+	ensureNamespaces(t, objs)
+
+	t.Run("every object passes a server-side dry-run apply", func(t *testing.T) {
+		var renamed []string
+		for _, obj := range objs {
+			target := dryRunTarget(t, obj)
+			if target.GetName() != obj.GetName() {
+				renamed = append(renamed, obj.GetKind()+" "+obj.GetName())
+			}
+			if err := applyDryRun(target); err != nil {
+				t.Errorf("%s %s: %v", obj.GetKind(), client.ObjectKeyFromObject(target), err)
+			}
+		}
+		if !t.Failed() {
+			t.Logf("the API server accepted all %d objects of config/default (these under <name>%s, since they exist: %v)",
+				len(objs), dryRunSuffix, renamed)
+		}
+	})
+
+	// The dry run must be able to fail: broken copies of rendered objects are refused.
+	t.Run("broken objects are refused", func(t *testing.T) {
+		cert := findRendered(t, objs, "Certificate").DeepCopy()
+		unstructured.RemoveNestedField(cert.Object, "spec", "secretName")
+		if err := applyDryRun(cert); !apierrors.IsInvalid(err) {
+			t.Errorf("a Certificate without spec.secretName: want Invalid from cert-manager's CRD schema, got %v", err)
+		}
+		dep := findRendered(t, objs, "Deployment").DeepCopy()
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		containers[0].(map[string]any)["imagePullPolicy"] = "Sometimes"
+		must(t, unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"))
+		if err := applyDryRun(dep); !apierrors.IsInvalid(err) {
+			t.Errorf("a Deployment with imagePullPolicy Sometimes: want Invalid, got %v", err)
+		}
+	})
+
+	t.Run("certificate wiring", func(t *testing.T) { checkCertificateWiring(t, objs) })
+}
+
+// dryRunSuffix names the copies dryRunTarget makes.
+const dryRunSuffix = "-e2e-dry-run"
+
+// dryRunTarget returns what to dry-run for obj. An object that already exists in the cluster
+// would be merged with the fields other managers own there: hack/demo.sh install applies the
+// webhook configurations with clientConfig.url, to which config/default's service would be
+// added, and the API server rightly refuses both. Such an object is dry-run under a name of its
+// own, so that the API server judges it as config/default renders it, as on a cluster that
+// `make deploy` installs first. A CRD keeps its name (it must be <plural>.<group>); hack/demo.sh
+// applies the same one.
+func dryRunTarget(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	if obj.GetKind() == "CustomResourceDefinition" {
+		return obj
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	if apierrors.IsNotFound(err) {
+		return obj
+	}
+	must(t, err)
+	target := obj.DeepCopy()
+	target.SetName(obj.GetName() + dryRunSuffix)
+	return target
+}
+
+// applyDryRun sends obj as a server-side apply in dry-run mode, taking over fields that
+// hack/demo.sh install applied to the same objects.
+func applyDryRun(obj *unstructured.Unstructured) error {
+	return k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+		client.DryRunAll, client.ForceOwnership, client.FieldOwner(deployFieldOwner))
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	must(t, err)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod in %s: run the tests from test/e2e (make test-e2e)", root)
+	}
+	return root
+}
+
+// renderDefault runs `bin/kustomize build config/default`, which is what `make deploy` applies.
+func renderDefault(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	root := repoRoot(t)
+	kustomize := filepath.Join(root, "bin", "kustomize")
+	cmd := exec.Command(kustomize, "build", filepath.Join("config", "default"))
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s build config/default (make kustomize builds it): %v\n%s", kustomize, err, stderr.String())
+	}
+	objs := decodeYAML(t, out)
+	if len(objs) == 0 {
+		t.Fatal("kustomize build config/default rendered no objects")
+	}
+	return objs
+}
+
+func decodeYAML(t *testing.T, raw []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		must(t, err)
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// installCertManagerCRDs applies cert-manager's CRDs from its Go module (the version in
+// go.mod) for real and waits until they are Established. Those that did not exist before are
+// deleted afterwards.
+func installCertManagerCRDs(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", certManagerModule).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s: %v", certManagerModule, err)
+	}
+	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "*.yaml"))
+	must(t, err)
+	var crds []*unstructured.Unstructured
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		must(t, err)
+		for _, obj := range decodeYAML(t, raw) {
+			if obj.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, obj)
+			}
+		}
+	}
+	if len(crds) < 2 {
+		t.Fatalf("found %d CRDs in %v; want at least Certificate and Issuer", len(crds), files)
+	}
+	for _, crd := range crds {
+		_, err := getCRD(client.ObjectKeyFromObject(crd))
+		if apierrors.IsNotFound(err) {
+			t.Cleanup(func() { deleteIgnoreNotFound(t, crd) })
+		} else {
+			must(t, err)
+		}
+		must(t, k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd.DeepCopy()),
+			client.ForceOwnership, client.FieldOwner(deployFieldOwner)))
+	}
+	took := eventually(t, 60*time.Second, "cert-manager's CRDs Established", func() (bool, string) {
+		for _, crd := range crds {
+			got, err := getCRD(client.ObjectKeyFromObject(crd))
+			if err != nil {
+				return false, err.Error()
+			}
+			if !crdEstablished(got) {
+				return false, got.Name + " not Established"
+			}
+		}
+		return true, ""
+	})
+	t.Logf("installed %d cert-manager CRDs; Established in %v", len(crds), took)
+}
+
+// getCRD reads a CRD through the suite's client, whose scheme knows only the operator's types:
+// as unstructured, converted.
+func getCRD(key client.ObjectKey) (*apiextensionsv1.CustomResourceDefinition, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := k8s.Get(ctx, key, u); err != nil {
+		return nil, err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
+		return nil, err
+	}
+	return &crd, nil
+}
+
+func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ensureNamespaces creates the rendered Namespaces that do not exist yet, for real: a dry run
+// of a namespaced object in a namespace that does not exist fails. (hack/demo.sh install
+// already created sidecarset-system.)
+func ensureNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, obj := range objs {
+		if obj.GetKind() != "Namespace" {
+			continue
+		}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), &corev1.Namespace{})
+		if apierrors.IsNotFound(err) {
+			ns := obj.DeepCopy()
+			must(t, k8s.Create(ctx, ns))
+			t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
+			continue
+		}
+		must(t, err)
+	}
+}
+
+func findRendered(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, obj := range objs {
+		if obj.GetKind() == kind {
+			found = append(found, obj)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("config/default renders %d objects of kind %s; want exactly one", len(found), kind)
+	}
+	return found[0]
+}
+
+// decodeStrict converts a rendered object into its Go type, failing on unknown fields.
+func decodeStrict(t *testing.T, obj *unstructured.Unstructured, into runtime.Object) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, into, true); err != nil {
+		t.Fatalf("decoding %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+// checkCertificateWiring follows every reference between the cert-manager objects and the
+// operator's: the names are derived from the rendered objects, not hard-coded, so a rename in
+// one place that misses another fails here.
+func checkCertificateWiring(t *testing.T, objs []*unstructured.Unstructured) {
+	var (
+		cert     certmanagerv1.Certificate
+		issuer   certmanagerv1.Issuer
+		dep      appsv1.Deployment
+		mutating admissionregistrationv1.MutatingWebhookConfiguration
+		validate admissionregistrationv1.ValidatingWebhookConfiguration
+	)
+	decodeStrict(t, findRendered(t, objs, "Certificate"), &cert)
+	decodeStrict(t, findRendered(t, objs, "Issuer"), &issuer)
+	decodeStrict(t, findRendered(t, objs, "Deployment"), &dep)
+	decodeStrict(t, findRendered(t, objs, "MutatingWebhookConfiguration"), &mutating)
+	decodeStrict(t, findRendered(t, objs, "ValidatingWebhookConfiguration"), &validate)
+
+	ref := cert.Spec.IssuerRef
+	if (ref.Kind != "" && ref.Kind != "Issuer") || (ref.Group != "" && ref.Group != "cert-manager.io") ||
+		ref.Name != issuer.Name || issuer.Namespace != cert.Namespace {
+		t.Errorf("Certificate %s/%s refers to issuer %+v; the rendered Issuer is %s/%s",
+			cert.Namespace, cert.Name, ref, issuer.Namespace, issuer.Name)
+	}
+	if issuer.Spec.SelfSigned == nil && issuer.Spec.CA == nil {
+		t.Errorf("Issuer %s has neither selfSigned nor ca: %+v", issuer.Name, issuer.Spec)
+	}
+
+	if dep.Namespace != cert.Namespace {
+		t.Errorf("Deployment in %s, Certificate (and its Secret) in %s", dep.Namespace, cert.Namespace)
+	}
+	if got := mountedCertSecret(t, &dep); got != cert.Spec.SecretName {
+		t.Errorf("the manager reads its serving certificate from Secret %q; the Certificate writes %q", got, cert.Spec.SecretName)
+	}
+
+	svc := webhookService(t, objs, &mutating, &validate)
+	checkServiceReachesWebhookPort(t, svc, &dep)
+	want := []string{
+		fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace),
+		fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, svc.Namespace),
+	}
+	if got := slices.Sorted(slices.Values(cert.Spec.DNSNames)); !slices.Equal(got, want) {
+		t.Errorf("Certificate dnsNames = %v; the webhook Service %s/%s needs %v", cert.Spec.DNSNames, svc.Namespace, svc.Name, want)
+	}
+
+	injectFrom := cert.Namespace + "/" + cert.Name
+	for _, m := range []metav1.Object{&mutating, &validate} {
+		if got := m.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != injectFrom {
+			t.Errorf("%s: cert-manager.io/inject-ca-from = %q, want %q", m.GetName(), got, injectFrom)
+		}
+	}
+}
+
+// mountedCertSecret follows the manager's --webhook-cert-path to its volume mount and the
+// Secret behind it.
+func mountedCertSecret(t *testing.T, dep *appsv1.Deployment) string {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
+	if i < 0 {
+		t.Fatalf("Deployment %s has no container named manager", dep.Name)
+	}
+	manager := pod.Containers[i]
+	var certPath string
+	for _, arg := range manager.Args {
+		if p, ok := strings.CutPrefix(arg, "--webhook-cert-path="); ok {
+			certPath = p
+		}
+	}
+	if certPath == "" {
+		t.Fatalf("the manager's args %v set no --webhook-cert-path", manager.Args)
+	}
+	var volume string
+	for _, m := range manager.VolumeMounts {
+		if m.MountPath == certPath {
+			volume = m.Name
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == volume && v.Secret != nil {
+			return v.Secret.SecretName
+		}
+	}
+	t.Fatalf("nothing mounts a Secret at the manager's --webhook-cert-path %s", certPath)
+	return ""
+}
+
+// webhookService is the one Service every webhook of both configurations calls.
+func webhookService(t *testing.T, objs []*unstructured.Unstructured,
+	mutating *admissionregistrationv1.MutatingWebhookConfiguration,
+	validate *admissionregistrationv1.ValidatingWebhookConfiguration) *corev1.Service {
+	t.Helper()
+	var refs []*admissionregistrationv1.ServiceReference
+	for _, w := range mutating.Webhooks {
+		refs = append(refs, w.ClientConfig.Service)
+	}
+	for _, w := range validate.Webhooks {
+		refs = append(refs, w.ClientConfig.Service)
+	}
+	for _, r := range refs {
+		if r == nil || r.Name != refs[0].Name || r.Namespace != refs[0].Namespace || !samePort(r.Port, refs[0].Port) {
+			t.Fatalf("the webhooks do not all call one Service: %+v and %+v", refs[0], r)
+		}
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "Service" && obj.GetName() == refs[0].Name && obj.GetNamespace() == refs[0].Namespace {
+			var svc corev1.Service
+			decodeStrict(t, obj, &svc)
+			port := int32(443)
+			if refs[0].Port != nil {
+				port = *refs[0].Port
+			}
+			if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port }) {
+				t.Errorf("the webhooks call port %d of Service %s; it exposes %+v", port, svc.Name, svc.Spec.Ports)
+			}
+			return &svc
+		}
+	}
+	t.Fatalf("the webhooks call Service %s/%s, which config/default does not render", refs[0].Namespace, refs[0].Name)
+	return nil
+}
+
+func samePort(a, b *int32) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// checkServiceReachesWebhookPort: the Service selects the manager's pods and targets the
+// container port its webhook server listens on.
+func checkServiceReachesWebhookPort(t *testing.T, svc *corev1.Service, dep *appsv1.Deployment) {
+	t.Helper()
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) || len(svc.Spec.Selector) == 0 {
+		t.Errorf("Service %s selects %v; the manager's pods are labelled %v", svc.Name, svc.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	var webhookPort *corev1.ContainerPort
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "webhook-server" {
+				webhookPort = &p
+			}
+		}
+	}
+	if webhookPort == nil {
+		t.Fatal("the manager declares no container port named webhook-server")
+	}
+	for _, p := range svc.Spec.Ports {
+		target := p.TargetPort
+		if target == (intstr.IntOrString{}) {
+			target = intstr.FromInt32(p.Port)
+		}
+		if target.IntValue() == int(webhookPort.ContainerPort) || target.String() == webhookPort.Name {
+			return
+		}
+	}
+	t.Errorf("Service %s ports %+v do not target the webhook server's container port %d", svc.Name, svc.Spec.Ports, webhookPort.ContainerPort)
+}
