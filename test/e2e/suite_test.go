@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 var (
@@ -105,16 +106,5 @@ func operatorLog(t *testing.T, name string) string {
 // eventually polls cond every 200 ms until it holds or timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for time.Since(start) < timeout {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start)
-		}
-		last = msg
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, last)
-	return 0
+	return testutil.Eventually(t, timeout, 200*time.Millisecond, what, cond)
 }

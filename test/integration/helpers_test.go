@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // newNamespace creates a namespace with a generated name and deletes it after the test.
@@ -97,17 +98,7 @@ func containerNames(cs []corev1.Container) []string {
 // eventually polls cond until it holds or 20 seconds pass; the message says what was last seen.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+	testutil.Eventually(t, 20*time.Second, 50*time.Millisecond, what, cond)
 }
 
 // webhookRequests returns how many requests the webhook server has answered on a path, from

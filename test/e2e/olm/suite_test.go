@@ -31,6 +31,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // The names this test gives what it creates; the package, channel and CSV names come from the
@@ -215,18 +217,7 @@ func must(t *testing.T, err error) {
 // that took.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for time.Since(start) < timeout {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start)
-		}
-		last = msg
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, last)
-	return 0
+	return testutil.Eventually(t, timeout, 250*time.Millisecond, what, cond)
 }
 
 // run runs a command and returns its stdout; a failure fails the test with its stderr.
