@@ -321,6 +321,7 @@ cmd_up() {
   echo
   echo "Use it:"
   echo "  export KUBECONFIG=$KUBECONFIG_FILE"
+  command -v kubectl >/dev/null 2>&1 || echo "  export PATH=$BIN_DIR:\$PATH   # kubectl, built with the control plane"
   echo "  kubectl get pods -n $DEMO_NAMESPACE -o custom-columns=NAME:.metadata.name,INIT:.spec.initContainers[*].name,CONTAINERS:.spec.containers[*].name"
   echo "  operator log: $(log_file operator-0)"
   echo "Tear it down: make demo-down (or hack/demo.sh down)"
