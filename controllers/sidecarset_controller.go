@@ -46,27 +46,39 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	compiled, err := inject.Compile(&set)
-	if err != nil {
-		// Only possible when the set was written with the validating webhook down; a spec
-		// change will enqueue it again.
-		ctrl.LoggerFrom(ctx).Error(err, "SidecarSet is invalid; status not computed")
-		return ctrl.Result{}, nil
-	}
-	pods, namespaceLabels, err := r.gather(ctx, compiled)
+	want, err := r.compute(ctx, &set)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	want := status.Compute(compiled, status.Count(compiled, pods, namespaceLabels), set.Status.Conditions, metav1.NewTime(r.now()))
 	if equality.Semantic.DeepEqual(want, set.Status) {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFrom(set.DeepCopy())
-	set.Status = want
-	if err := r.Client.Status().Patch(ctx, &set, patch); err != nil {
+	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
+	// reads it concurrently): patch a copy. The optimistic lock turns a write based on a stale
+	// cache into a conflict and a retry instead of a lost update.
+	updated := set.DeepCopy()
+	updated.Status = want
+	patch := client.MergeFromWithOptions(&set, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// compute returns the status the SidecarSet should have. A set that cannot be compiled (only
+// possible when it was written while the validating webhook was down) gets the Invalid
+// condition and no counts: it injects nothing until its spec is fixed.
+func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.SidecarSet) (appsv1alpha1.SidecarSetStatus, error) {
+	now := metav1.NewTime(r.now())
+	compiled, err := inject.Compile(set)
+	if err != nil {
+		return status.Invalid(set, err, now), nil
+	}
+	pods, namespaceLabels, err := r.gather(ctx, compiled)
+	if err != nil {
+		return appsv1alpha1.SidecarSetStatus{}, err
+	}
+	return status.Compute(compiled, status.Count(compiled, pods, namespaceLabels), set.Status.Conditions, now), nil
 }
 
 // gather reads the opted-in Pods (without copying them: they are only read) and, when the set
@@ -104,7 +116,9 @@ func (r *SidecarSetReconciler) now() time.Time {
 func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").
-		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Every SidecarSet event, its own status writes included: a write that the cache had not
+		// yet seen when status was last compared is then checked again.
+		For(&appsv1alpha1.SidecarSet{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.setsForPod)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.setsForNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).

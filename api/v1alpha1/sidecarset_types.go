@@ -179,7 +179,7 @@ type SidecarSetStatus struct {
 	// +optional
 	Hash string `json:"hash,omitempty"`
 
-	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady.
+	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady, or Invalid.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -224,4 +224,7 @@ const (
 	ConditionPodsUpdated = "PodsUpdated"
 	// ConditionPodsReady is True when every matched Pod is injected and Ready.
 	ConditionPodsReady = "PodsReady"
+	// ConditionInvalid is True when the spec cannot be used (possible only when it was written
+	// while the validating webhook was down); such a SidecarSet injects nothing.
+	ConditionInvalid = "Invalid"
 )

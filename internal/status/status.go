@@ -75,11 +75,29 @@ func Compute(set *inject.CompiledSet, counts Counts, old []metav1.Condition, now
 	for i := range old {
 		st.Conditions = append(st.Conditions, *old[i].DeepCopy())
 	}
+	meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionInvalid)
 	for _, c := range conditions(set, counts) {
 		c.ObservedGeneration = gen
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	return st
+}
+
+// Invalid returns the status of a SidecarSet that cannot be compiled: no counts (it selects
+// nothing) and the Invalid condition with the reason.
+func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+	st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
+	for i := range set.Status.Conditions {
+		if set.Status.Conditions[i].Type == appsv1alpha1.ConditionInvalid {
+			st.Conditions = append(st.Conditions, *set.Status.Conditions[i].DeepCopy())
+		}
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: appsv1alpha1.ConditionInvalid, Status: metav1.ConditionTrue, Reason: "InvalidSpec",
+		Message: err.Error() + "; it injects nothing until the spec is fixed", ObservedGeneration: set.Generation,
+		LastTransitionTime: now,
+	})
 	return st
 }
 

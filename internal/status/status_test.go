@@ -419,3 +419,26 @@ func benchPods(hash string) ([]*corev1.Pod, map[string]map[string]string) {
 	}
 	return pods, namespaces
 }
+
+// TestInvalid: a SidecarSet that cannot be compiled gets no counts and the Invalid condition
+// with the reason; once it is valid again, Compute drops that condition.
+func TestInvalid(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	c := compiledSet(t, "agent", nil)
+	set := c.Set.DeepCopy()
+	set.Generation = 4
+	set.Status.MatchedPods = 3
+	st := Invalid(set, fmt.Errorf("spec.selector: bad operator"), now)
+	if st.MatchedPods != 0 || st.ObservedGeneration != 4 || len(st.Conditions) != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+	got := st.Conditions[0]
+	if got.Type != appsv1alpha1.ConditionInvalid || got.Status != metav1.ConditionTrue || got.ObservedGeneration != 4 ||
+		!strings.Contains(got.Message, "bad operator") || !got.LastTransitionTime.Equal(&now) {
+		t.Errorf("condition = %+v", got)
+	}
+	valid := Compute(c, Counts{}, st.Conditions, now)
+	if meta.FindStatusCondition(valid.Conditions, appsv1alpha1.ConditionInvalid) != nil {
+		t.Errorf("Compute kept the Invalid condition: %+v", valid.Conditions)
+	}
+}

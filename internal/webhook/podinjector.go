@@ -63,12 +63,29 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
-	candidates := inject.Candidates(h.Sets.Load().Sets, meta.Labels)
+	snap := h.Sets.Load()
+	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...)
+}
+
+// invalidWarnings tell the user which SidecarSets cannot be used (possible only when they were
+// written while the validating webhook was down): they inject nothing, whatever they meant to
+// select, and the user should know why a sidecar may be missing.
+func invalidWarnings(snap *snapshot.Snapshot) []string {
+	var out []string
+	for _, name := range sets.List(sets.KeySet(snap.Invalid)) {
+		out = append(out, fmt.Sprintf("SidecarSet %q is invalid and injects nothing: %v", name, snap.Invalid[name]))
+	}
+	return out
+}
+
+func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *headView, snap *snapshot.Snapshot) admission.Response {
+	meta := &view.Metadata
+	candidates := inject.Candidates(snap.Sets, meta.Labels)
 	if len(candidates) == 0 && meta.Annotations[appsv1alpha1.StatusAnnotation] == "" {
 		return skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
-	pod := headPod(&view)
-	if needsFull(&view, fullNames(candidates, meta.Annotations)) {
+	pod := headPod(view)
+	if needsFull(view, fullNames(candidates, meta.Annotations)) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)

@@ -764,3 +764,22 @@ func enginePod(t *testing.T, c injecttest.Case) (*corev1.Pod, error) {
 	}
 	return res.Pod(), nil
 }
+
+// TestInvalidSidecarSetIsReported: a SidecarSet that cannot be compiled (written while the
+// validating webhook was down) injects nothing; every opted-in pod's admission says so, and
+// the valid sets still inject.
+func TestInvalidSidecarSetIsReported(t *testing.T) {
+	h := testInjector(t)
+	broken := logAgentSet("broken", nil)
+	broken.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+	h.Sets.Upsert(broken)
+
+	resp := handle(t, h, rawRequest(t, mustMarshal(t, optedInPod("web", nil)), "web"))
+	if !resp.Allowed || len(resp.Patch) == 0 {
+		t.Fatalf("the valid SidecarSet no longer injects: allowed %v, patch %s", resp.Allowed, resp.Patch)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], `SidecarSet "broken" is invalid and injects nothing`) ||
+		!strings.Contains(resp.Warnings[0], "Near") {
+		t.Errorf("warnings = %q, want one naming the invalid SidecarSet and why", resp.Warnings)
+	}
+}
