@@ -135,14 +135,16 @@ func (r *SidecarSetReconciler) setsForPod(ctx context.Context, obj client.Object
 	if inject.OptedIn(obj.GetLabels()) {
 		candidates := inject.Candidates(r.Sets.Load().Sets, obj.GetLabels())
 		var nsLabels map[string]string
+		known := true
 		if inject.NeedNamespace(candidates) {
 			var ns corev1.Namespace
-			if err := r.Client.Get(ctx, types.NamespacedName{Name: obj.GetNamespace()}, &ns); err == nil {
-				nsLabels = ns.Labels
-			}
+			err := r.Client.Get(ctx, types.NamespacedName{Name: obj.GetNamespace()}, &ns)
+			nsLabels, known = ns.Labels, err == nil
 		}
 		for _, c := range candidates {
-			if c.SelectsNamespace(nsLabels) {
+			// Without the namespace's labels, enqueue every candidate: a spare reconcile is
+			// cheap, a missed one leaves status wrong.
+			if !known || c.SelectsNamespace(nsLabels) {
 				names.Insert(c.Name())
 			}
 		}
