@@ -1,0 +1,66 @@
+package podrules
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/core"
+	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+)
+
+// Default applies the API server's defaults to a Pod in place, exactly as a create request's
+// Pod is defaulted before admission.
+func Default(pod *corev1.Pod) { k8sv1.SetObjectDefaults_Pod(pod) }
+
+// Defaulted returns a defaulted deep copy of the Pod.
+func Defaulted(pod *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	Default(out)
+	return out
+}
+
+// DefaultedContainer returns a copy of a container as the API server stores it in a Pod
+// (regular or init list; some defaults, host ports among them, depend on hostNetwork).
+func DefaultedContainer(c *corev1.Container, init, hostNetwork bool) *corev1.Container {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: hostNetwork}}
+	if init {
+		pod.Spec.InitContainers = []corev1.Container{*c.DeepCopy()}
+	} else {
+		pod.Spec.Containers = []corev1.Container{*c.DeepCopy()}
+	}
+	Default(pod)
+	if init {
+		return &pod.Spec.InitContainers[0]
+	}
+	return &pod.Spec.Containers[0]
+}
+
+// DefaultedVolume returns a copy of a volume as the API server stores it in a Pod.
+func DefaultedVolume(v *corev1.Volume) *corev1.Volume {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{*v.DeepCopy()}}}
+	Default(pod)
+	return &pod.Spec.Volumes[0]
+}
+
+// ValidateCreate runs the API server's validation of a Pod create on a defaulted copy of pod,
+// with the validation options the API server derives from the Pod itself. The paths of the
+// errors are the Pod's (spec.containers[1].image).
+func ValidateCreate(pod *corev1.Pod) field.ErrorList {
+	internal, err := toInternal(Defaulted(pod))
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&internal.Spec, nil, &internal.ObjectMeta, nil)
+	return corevalidation.ValidatePodCreate(internal, opts)
+}
+
+func toInternal(pod *corev1.Pod) (*core.Pod, error) {
+	var out core.Pod
+	if err := k8sv1.Convert_v1_Pod_To_core_Pod(pod, &out, nil); err != nil {
+		return nil, fmt.Errorf("converting the pod to the API server's internal form: %w", err)
+	}
+	return &out, nil
+}

@@ -1,0 +1,85 @@
+package podrules
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func pod(containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: containers}}
+}
+
+func TestValidateCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string // substring of the first error; "" means valid
+	}{
+		{"valid", pod(corev1.Container{Name: "app", Image: "nginx:1"}), ""},
+		{"pull policy", pod(corev1.Container{Name: "app", Image: "nginx:1", ImagePullPolicy: "Sometimes"}),
+			"spec.containers[0].imagePullPolicy: Unsupported value"},
+		{"host port twice", pod(
+			corev1.Container{Name: "a", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}},
+			corev1.Container{Name: "b", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 81, HostPort: 80}}}),
+			"spec.containers[1].ports[0].hostPort: Duplicate value"},
+		{"negative runAsUser", pod(corev1.Container{Name: "app", Image: "x:1",
+			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](-1)}}),
+			"spec.containers[0].securityContext.runAsUser"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.pod.DeepCopy()
+			errs := ValidateCreate(tc.pod)
+			if tc.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("want valid, got %v", errs)
+				}
+			} else if len(errs) == 0 || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Fatalf("want %q, got %v", tc.want, errs)
+			}
+			if !equalPods(in, tc.pod) {
+				t.Fatal("ValidateCreate modified its input")
+			}
+		})
+	}
+}
+
+func equalPods(a, b *corev1.Pod) bool { return a.String() == b.String() }
+
+func TestDefaultedContainer(t *testing.T) {
+	c := &corev1.Container{Name: "s", Image: "envoy:1",
+		Ports:     []corev1.ContainerPort{{ContainerPort: 15000}},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+	in := c.DeepCopy()
+	d := DefaultedContainer(c, false, true)
+	if d.ImagePullPolicy != corev1.PullIfNotPresent || d.TerminationMessagePath != corev1.TerminationMessagePathDefault ||
+		d.Ports[0].Protocol != corev1.ProtocolTCP || d.Ports[0].HostPort != 15000 {
+		t.Fatalf("not defaulted as the API server does: %+v", d)
+	}
+	if q := d.Resources.Requests[corev1.ResourceCPU]; q.Cmp(resource.MustParse("1")) != 0 {
+		t.Fatalf("limit not copied to request: %v", d.Resources.Requests)
+	}
+	if c.String() != in.String() {
+		t.Fatal("DefaultedContainer modified its input")
+	}
+	if d := DefaultedContainer(c, true, false); d.Ports[0].HostPort != 0 {
+		t.Fatalf("host port defaulted outside the host network: %+v", d.Ports)
+	}
+}
+
+func TestDefaultedVolume(t *testing.T) {
+	v := &corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}}}
+	d := DefaultedVolume(v)
+	if d.ConfigMap.DefaultMode == nil || *d.ConfigMap.DefaultMode != corev1.ConfigMapVolumeSourceDefaultMode {
+		t.Fatalf("defaultMode not defaulted: %+v", d.ConfigMap)
+	}
+	if v.ConfigMap.DefaultMode != nil {
+		t.Fatal("DefaultedVolume modified its input")
+	}
+}
