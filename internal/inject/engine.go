@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // Input is what Apply needs. Only the Pod's metadata (labels, annotations), containers, init
@@ -22,6 +23,10 @@ type Input struct {
 	// NamespaceLabels are the labels of the Pod's namespace. They are read only for sets with
 	// a namespace selector.
 	NamespaceLabels map[string]string
+	// Known looks up any existing SidecarSet by name, matching or not. The Pod's status
+	// annotation is trusted only for what a known set declares (see trustRecords). When nil,
+	// only Sets are known.
+	Known func(name string) (*CompiledSet, bool)
 }
 
 // Skip is a SidecarSet that was considered and not injected, and why.
@@ -44,7 +49,9 @@ func Apply(in Input) (*Result, error) {
 		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
 	}
 	res := &Result{pod: pod, Records: Records{}}
+	old, distrusted := trustRecords(old, in.known)
 	b := newBuilder(pod, old)
+	b.warnings = distrusted
 	// Sets take their turns in name order, so every set's entries land in the same place
 	// whether it injects now or keeps what it injected earlier.
 	for _, set := range in.Sets {
@@ -68,6 +75,18 @@ func Apply(in Input) (*Result, error) {
 	}
 	b.finish(res)
 	return res, nil
+}
+
+func (in *Input) known(name string) (*CompiledSet, bool) {
+	if in.Known != nil {
+		return in.Known(name)
+	}
+	for _, c := range in.Sets {
+		if c.Name() == name {
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // owned lists, per kind, the names an earlier injection added.
@@ -133,7 +152,7 @@ func newBuilder(pod *corev1.Pod, old Records) *builder {
 // keep puts back what a paused set injected earlier, exactly as the Pod has it, and returns
 // its record reduced to what the Pod still has.
 func (b *builder) keep(set string, rec Record) Record {
-	out := Record{Hash: rec.Hash}
+	out := Record{Hash: rec.Hash, NotShared: rec.NotShared}
 	out.Containers = b.keepContainers(set, rec.Containers, b.pod.Spec.Containers, b.strip.containers, &b.containers)
 	out.InitContainers = b.keepContainers(set, rec.InitContainers, b.pod.Spec.InitContainers, b.strip.initContainers, &b.initContainers)
 	for _, name := range rec.Volumes {
@@ -175,7 +194,7 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 	spec := &c.Set.Spec
 	rec := Record{Hash: c.Hash}
 	for i := range spec.InitContainers {
-		added, err := b.addContainer(c, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers)
+		added, err := b.addContainer(c, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers, &rec)
 		if err != nil {
 			return Record{}, err
 		}
@@ -184,7 +203,7 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 		}
 	}
 	for i := range spec.Containers {
-		added, err := b.addContainer(c, "spec.containers", i, &spec.Containers[i], &b.containers)
+		added, err := b.addContainer(c, "spec.containers", i, &spec.Containers[i], &b.containers, &rec)
 		if err != nil {
 			return Record{}, err
 		}
@@ -202,29 +221,83 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 }
 
 // addContainer renders one sidecar container and places it. It reports false when the Pod
-// already has an identical container of that name (nothing to add).
+// already has a container of that name that carries the sidecar (nothing to add).
 func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer,
-	into *placement) (bool, error) {
+	into *placement, rec *Record) (bool, error) {
 	name := sc.Name
 	path := fmt.Sprintf("%s[%d].name", field, i)
 	if other, ok := b.containerOwner[name]; ok {
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
 			"SidecarSet %q also injects a container named %q into this pod; a pod's container names must be unique, so rename the container in one of the two SidecarSets or make their selectors disjoint", other, name)}
 	}
-	rendered := b.render(c, sc)
+	init := into == &b.initContainers
+	rendered, notShared := b.render(c, sc)
 	if existing, list := b.appContainer(name); existing != nil {
-		sameList := (list == "container") == (into == &b.containers)
-		if sameList && sameContainer(existing, rendered, b.pod.Spec.HostNetwork) {
+		if (list == "init container") == init && podHasContainer(existing, rendered, init, b.pod.Spec.HostNetwork) {
 			b.containerOwner[name] = c.Name()
 			return false, nil
 		}
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
+	if !init {
+		if err := b.checkHostPorts(c, field, i, rendered); err != nil {
+			return false, err
+		}
+	}
 	b.containerOwner[name] = c.Name()
 	into.add(*rendered, sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer)
-	b.addedContainers = b.addedContainers || into == &b.containers
+	b.addedContainers = b.addedContainers || !init
+	rec.NotShared = append(rec.NotShared, notShared...)
+	for _, n := range notShared {
+		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", c.Name(), n))
+	}
 	return true, nil
+}
+
+// checkHostPorts refuses a sidecar whose host port another container in spec.containers
+// already binds (the API server refuses such a Pod with a bare duplicate-value error; init
+// containers run one at a time and are checked alone).
+func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
+	mine := podrules.DefaultedContainer(sidecar, false, b.pod.Spec.HostNetwork)
+	holders := b.containersWithHostPorts()
+	for pi, p := range mine.Ports {
+		if p.HostPort == 0 {
+			continue
+		}
+		key := hostPortKey(p)
+		if holder, ok := holders[key]; ok {
+			return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+				"%s already binds host port %s; a host port can be bound once per pod, so change or remove the sidecar's hostPort or the other one", holder, key)}
+		}
+	}
+	return nil
+}
+
+// containersWithHostPorts maps each host port (protocol/hostIP/port, as the API server keys
+// them) bound in spec.containers so far to who binds it.
+func (b *builder) containersWithHostPorts() map[string]string {
+	out := map[string]string{}
+	note := func(c *corev1.Container, who string) {
+		for _, p := range podrules.DefaultedContainer(c, false, b.pod.Spec.HostNetwork).Ports {
+			if p.HostPort != 0 {
+				out[hostPortKey(p)] = who
+			}
+		}
+	}
+	for _, app := range b.appContainers {
+		note(app, fmt.Sprintf("the pod's container %q", app.Name))
+	}
+	for _, list := range [][]corev1.Container{b.containers.before, b.containers.after} {
+		for i := range list {
+			note(&list[i], fmt.Sprintf("container %q of SidecarSet %q", list[i].Name, b.containerOwner[list[i].Name]))
+		}
+	}
+	return out
+}
+
+func hostPortKey(p corev1.ContainerPort) string {
+	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
 }
 
 func article(noun string) string {
@@ -248,72 +321,6 @@ func (b *builder) appContainer(name string) (*corev1.Container, string) {
 		}
 	}
 	return nil, ""
-}
-
-// render returns the container to inject: the declared one, plus the app containers' volume
-// mounts when shareVolumePolicy is enabled and the transferred env vars. The declared
-// container is shared, not copied, when nothing is added to it.
-func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) *corev1.Container {
-	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
-	if !share && len(sc.TransferEnv) == 0 {
-		return &sc.Container
-	}
-	out := sc.Container // shallow copy; only the two slices below are replaced
-	if share {
-		out.VolumeMounts = b.sharedMounts(sc.VolumeMounts)
-	}
-	if len(sc.TransferEnv) > 0 {
-		out.Env = b.transferredEnv(c, sc)
-	}
-	return &out
-}
-
-// sharedMounts appends the app containers' mounts to the sidecar's own, skipping mount paths
-// already taken (a container cannot mount two volumes at one path).
-func (b *builder) sharedMounts(own []corev1.VolumeMount) []corev1.VolumeMount {
-	out := append([]corev1.VolumeMount(nil), own...)
-	taken := sets.New[string]()
-	for _, m := range own {
-		taken.Insert(m.MountPath)
-	}
-	for _, app := range b.appContainers {
-		for _, m := range app.VolumeMounts {
-			if !taken.Has(m.MountPath) {
-				taken.Insert(m.MountPath)
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-func (b *builder) transferredEnv(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) []corev1.EnvVar {
-	out := append([]corev1.EnvVar(nil), sc.Env...)
-	for _, t := range sc.TransferEnv {
-		v, ok := b.appEnv(t.SourceContainerName, t.EnvName)
-		if !ok {
-			b.warnings = append(b.warnings, fmt.Sprintf(
-				"SidecarSet %q container %q: transferEnv found no env var %q in an app container %q; the sidecar runs without it",
-				c.Name(), sc.Name, t.EnvName, t.SourceContainerName))
-			continue
-		}
-		out = append(out, *v)
-	}
-	return out
-}
-
-func (b *builder) appEnv(container, env string) (*corev1.EnvVar, bool) {
-	for _, app := range b.appContainers {
-		if app.Name != container {
-			continue
-		}
-		for i := range app.Env {
-			if app.Env[i].Name == env {
-				return &app.Env[i], true
-			}
-		}
-	}
-	return nil, false
 }
 
 // addVolumes adds the set's volumes that its injected containers mount, and returns the names

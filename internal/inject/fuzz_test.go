@@ -59,7 +59,7 @@ func checkApplyInvariants(t *testing.T, in, again inject.Input) {
 		return
 	}
 	out := res.Pod()
-	own := ownContent(t, in.Pod)
+	own := ownContent(t, in.Pod, in.Sets)
 	assertOwnContentKept(t, in.Pod, out, own)
 	assertUniqueNames(t, out)
 	assertEverythingAddedIsRecorded(t, res, out, own)
@@ -74,18 +74,36 @@ type owned struct {
 	containers, initContainers, volumes, pullSecrets sets.Set[string]
 }
 
-func ownContent(t *testing.T, pod *corev1.Pod) owned {
+// The status annotation proves an earlier injection only for what a known SidecarSet of that
+// name declares in the same list; anything else it lists (a forged or stale entry) is the Pod's.
+func ownContent(t *testing.T, pod *corev1.Pod, known []*inject.CompiledSet) owned {
 	t.Helper()
 	recs, err := inject.ParseRecords(pod.Annotations)
 	if err != nil {
 		t.Fatalf("Apply accepted a status annotation ParseRecords refuses: %v", err)
 	}
 	injected := owned{sets.New[string](), sets.New[string](), sets.New[string](), sets.New[string]()}
-	for _, r := range recs {
-		injected.containers.Insert(r.Containers...)
-		injected.initContainers.Insert(r.InitContainers...)
-		injected.volumes.Insert(r.Volumes...)
-		injected.pullSecrets.Insert(r.ImagePullSecrets...)
+	for _, set := range known {
+		r, ok := recs[set.Name()]
+		if !ok {
+			continue
+		}
+		spec := &set.Set.Spec
+		declared := func(names []string, has func(string) bool) []string {
+			return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !has(n) })
+		}
+		injected.containers.Insert(declared(r.Containers, func(n string) bool {
+			return slices.ContainsFunc(spec.Containers, func(c appsv1alpha1.SidecarContainer) bool { return c.Name == n })
+		})...)
+		injected.initContainers.Insert(declared(r.InitContainers, func(n string) bool {
+			return slices.ContainsFunc(spec.InitContainers, func(c appsv1alpha1.SidecarContainer) bool { return c.Name == n })
+		})...)
+		injected.volumes.Insert(declared(r.Volumes, func(n string) bool {
+			return slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == n })
+		})...)
+		injected.pullSecrets.Insert(declared(r.ImagePullSecrets, func(n string) bool {
+			return slices.ContainsFunc(spec.ImagePullSecrets, func(l corev1.LocalObjectReference) bool { return l.Name == n })
+		})...)
 	}
 	o := owned{sets.New[string](), sets.New[string](), sets.New[string](), sets.New[string]()}
 	for _, c := range pod.Spec.Containers {

@@ -1,161 +1,95 @@
 package inject
 
 import (
-	"strings"
+	"encoding/json"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/utils/ptr"
+
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
-// The API server defaults a Pod's fields before admission, but a SidecarSet's embedded
-// containers and volumes are stored as written. Comparing the two as they are would call a
-// container that the API server merely defaulted "different"; these helpers compare them as
-// the API server would store them. They copy and never change their arguments.
+// The API server defaults a Pod's fields before admission, and its admission plugins and other
+// webhooks add to every container (the service account token mount, LimitRange defaults,
+// imagePullPolicy Always), while a SidecarSet's containers and volumes are stored as written.
+// These helpers compare the two as the API server stores them, with Kubernetes' own defaulting
+// (internal/podrules). They copy and never change their arguments.
+//
+// The engine's contract: what a SidecarSet declares in a container is ours, everything else in
+// that container belongs to whoever added it. A Pod's container carries a sidecar when it holds
+// every field the rendered sidecar sets, with the same value (maps and lists may hold more
+// entries); the one field an admission plugin overrides outright, imagePullPolicy, is the
+// Pod's when it is Always (AlwaysPullImages).
 
-// sameContainer reports whether two containers are equal once both are defaulted, in a Pod
-// using the host network or not.
-func sameContainer(a, b *corev1.Container, hostNetwork bool) bool {
-	return equality.Semantic.DeepEqual(defaultedContainer(a, hostNetwork), defaultedContainer(b, hostNetwork))
+// podHasContainer reports whether the Pod's container carries the rendered sidecar, both
+// defaulted as the API server would store them in that list of a Pod on the host network or not.
+func podHasContainer(pod, sidecar *corev1.Container, init, hostNetwork bool) bool {
+	have := podrules.DefaultedContainer(pod, init, hostNetwork)
+	want := podrules.DefaultedContainer(sidecar, init, hostNetwork)
+	if have.ImagePullPolicy == corev1.PullAlways {
+		want.ImagePullPolicy = corev1.PullAlways
+	}
+	return contains(toJSONValue(have), toJSONValue(want))
 }
 
-// sameVolume reports whether two volumes are equal once both are defaulted.
+// sameVolume reports whether two volumes are equal once both are defaulted. Volumes are
+// compared whole: no admission plugin adds to a volume, and a volume source is all or nothing.
 func sameVolume(a, b *corev1.Volume) bool {
-	return equality.Semantic.DeepEqual(defaultedVolume(a), defaultedVolume(b))
+	return equality.Semantic.DeepEqual(podrules.DefaultedVolume(a), podrules.DefaultedVolume(b))
 }
 
-func defaultedContainer(in *corev1.Container, hostNetwork bool) *corev1.Container {
-	c := in.DeepCopy()
-	if c.TerminationMessagePath == "" {
-		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+// toJSONValue is v as generic JSON (maps, slices, strings, float64, bools): the form in which
+// "holds every field, with the same value" can be decided without knowing the type.
+func toJSONValue(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encoding %T: %v", v, err)) // plain API structs: cannot fail
 	}
-	if c.TerminationMessagePolicy == "" {
-		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		panic(fmt.Sprintf("decoding %T: %v", v, err))
 	}
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = defaultPullPolicy(c.Image)
-	}
-	for i := range c.Ports {
-		if c.Ports[i].Protocol == "" {
-			c.Ports[i].Protocol = corev1.ProtocolTCP
+	return out
+}
+
+// contains reports whether have holds everything want holds: every key of a map with a
+// contained value, every element of a list contained by a distinct element of have's list
+// (in any order), and equal scalars.
+func contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
 		}
-		if hostNetwork && c.Ports[i].HostPort == 0 {
-			c.Ports[i].HostPort = c.Ports[i].ContainerPort
-		}
-	}
-	for i := range c.Env {
-		if f := c.Env[i].ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
-			f.FieldRef.APIVersion = "v1"
-		}
-	}
-	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
-		defaultProbe(p)
-	}
-	if l := c.Lifecycle; l != nil {
-		for _, h := range []*corev1.LifecycleHandler{l.PostStart, l.PreStop} {
-			if h != nil {
-				defaultHTTPGet(h.HTTPGet)
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok || !contains(hv, wv) {
+				return false
 			}
 		}
-	}
-	// A limit without a request becomes the request too.
-	for name, limit := range c.Resources.Limits {
-		if _, ok := c.Resources.Requests[name]; !ok {
-			if c.Resources.Requests == nil {
-				c.Resources.Requests = corev1.ResourceList{}
-			}
-			c.Resources.Requests[name] = limit.DeepCopy()
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return false
 		}
-	}
-	return c
-}
-
-// defaultPullPolicy is the API server's rule: Always when the tag is latest, or when there is
-// neither a tag nor a digest (which means latest); otherwise IfNotPresent.
-func defaultPullPolicy(image string) corev1.PullPolicy {
-	name, digest, _ := strings.Cut(image, "@")
-	name = name[strings.LastIndex(name, "/")+1:]
-	tag := ""
-	if i := strings.LastIndex(name, ":"); i >= 0 {
-		tag = name[i+1:]
-	}
-	if tag == "latest" || (tag == "" && digest == "") {
-		return corev1.PullAlways
-	}
-	return corev1.PullIfNotPresent
-}
-
-func defaultProbe(p *corev1.Probe) {
-	if p == nil {
-		return
-	}
-	if p.TimeoutSeconds == 0 {
-		p.TimeoutSeconds = 1
-	}
-	if p.PeriodSeconds == 0 {
-		p.PeriodSeconds = 10
-	}
-	if p.SuccessThreshold == 0 {
-		p.SuccessThreshold = 1
-	}
-	if p.FailureThreshold == 0 {
-		p.FailureThreshold = 3
-	}
-	defaultHTTPGet(p.HTTPGet)
-	if p.GRPC != nil && p.GRPC.Service == nil {
-		p.GRPC.Service = ptr.To("")
-	}
-}
-
-func defaultHTTPGet(g *corev1.HTTPGetAction) {
-	if g == nil {
-		return
-	}
-	if g.Path == "" {
-		g.Path = "/"
-	}
-	if g.Scheme == "" {
-		g.Scheme = corev1.URISchemeHTTP
-	}
-}
-
-func defaultVolume(v *corev1.Volume) {
-	const mode = corev1.ConfigMapVolumeSourceDefaultMode
-	if equality.Semantic.DeepEqual(v.VolumeSource, corev1.VolumeSource{}) {
-		v.EmptyDir = &corev1.EmptyDirVolumeSource{} // a volume with no source is an emptyDir
-	}
-	switch {
-	case v.ConfigMap != nil && v.ConfigMap.DefaultMode == nil:
-		v.ConfigMap.DefaultMode = ptr.To[int32](mode)
-	case v.Secret != nil && v.Secret.DefaultMode == nil:
-		v.Secret.DefaultMode = ptr.To[int32](corev1.SecretVolumeSourceDefaultMode)
-	case v.DownwardAPI != nil && v.DownwardAPI.DefaultMode == nil:
-		v.DownwardAPI.DefaultMode = ptr.To[int32](corev1.DownwardAPIVolumeSourceDefaultMode)
-	case v.Projected != nil && v.Projected.DefaultMode == nil:
-		v.Projected.DefaultMode = ptr.To[int32](corev1.ProjectedVolumeSourceDefaultMode)
-	case v.HostPath != nil && v.HostPath.Type == nil:
-		v.HostPath.Type = ptr.To(corev1.HostPathUnset)
-	case v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.IsZero():
-		v.EmptyDir.SizeLimit = nil
-	}
-	if v.Projected != nil {
-		for i := range v.Projected.Sources {
-			if t := v.Projected.Sources[i].ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
-				t.ExpirationSeconds = ptr.To[int64](3600)
+		used := make([]bool, len(h))
+		for _, wv := range w {
+			found := false
+			for i, hv := range h {
+				if !used[i] && contains(hv, wv) {
+					used[i], found = true, true
+					break
+				}
+			}
+			if !found {
+				return false
 			}
 		}
+		return true
+	default:
+		return have == want
 	}
-	if v.DownwardAPI != nil {
-		for i := range v.DownwardAPI.Items {
-			if f := v.DownwardAPI.Items[i].FieldRef; f != nil && f.APIVersion == "" {
-				f.APIVersion = "v1"
-			}
-		}
-	}
-}
-
-func defaultedVolume(in *corev1.Volume) *corev1.Volume {
-	v := in.DeepCopy()
-	defaultVolume(v)
-	return v
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // digest is a well-formed image digest.
@@ -37,7 +38,8 @@ func TestDefaultPullPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.image, func(t *testing.T) {
-			if got := inject.DefaultPullPolicy(tt.image); got != tt.want {
+			got := podrules.DefaultedContainer(&corev1.Container{Name: "c", Image: tt.image}, false, false).ImagePullPolicy
+			if got != tt.want {
 				t.Errorf("defaultPullPolicy(%q) = %s, want %s", tt.image, got, tt.want)
 			}
 		})
@@ -115,8 +117,38 @@ func TestSameContainer(t *testing.T) {
 			change: func(c *corev1.Container) { c.Image = "fluent/fluent-bit" },
 		},
 		{
-			name: "explicit pull policy that is not the default", a: sidecarAsWritten, b: sidecarAsStored,
+			// AlwaysPullImages forces Always on every container: the Pod's Always wins.
+			name: "pull policy forced to Always by admission", a: sidecarAsWritten, b: sidecarAsStored,
 			change: func(c *corev1.Container) { c.ImagePullPolicy = corev1.PullAlways },
+			want:   true,
+		},
+		{
+			name: "pull policy Never where the sidecar has the default", a: sidecarAsWritten, b: sidecarAsStored,
+			change: func(c *corev1.Container) { c.ImagePullPolicy = corev1.PullNever },
+		},
+		{
+			name: "service account token mount added by admission", a: sidecarAsWritten, b: sidecarAsStored,
+			change: func(c *corev1.Container) {
+				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x1y2z",
+					MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
+			},
+			want: true,
+		},
+		{
+			name: "LimitRange defaults added by admission", a: sidecarAsWritten, b: sidecarAsStored,
+			change: func(c *corev1.Container) {
+				c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("500m")
+				c.Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+			},
+			want: true,
+		},
+		{
+			name: "a declared env var missing", a: sidecarAsWritten, b: sidecarAsStored,
+			change: func(c *corev1.Container) { c.Env = nil },
+		},
+		{
+			name: "a declared limit changed", a: sidecarAsWritten, b: sidecarAsStored,
+			change: func(c *corev1.Container) { c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("128Mi") },
 		},
 		{
 			name: "image", a: sidecarAsWritten, b: sidecarAsStored,

@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -18,6 +22,9 @@ type Record struct {
 	InitContainers   []string `json:"initContainers,omitempty"`
 	Volumes          []string `json:"volumes,omitempty"`
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+	// NotShared lists the app containers' volume mounts that shareVolumePolicy left out of a
+	// sidecar because they would not be valid there, each with the reason.
+	NotShared []string `json:"notShared,omitempty"`
 }
 
 // Records maps SidecarSet names to what they injected.
@@ -92,4 +99,75 @@ func (r Records) Names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// trustRecords returns the part of the Pod's records the engine may act on, and warnings for
+// the rest. The annotation is the Pod's own to write (an exported Pod carries it, and anyone
+// creating a Pod can forge it), so an entry is trusted only for what it can prove was injected:
+// a SidecarSet that exists, and names that set declares in the same list. Whatever else it
+// lists is never stripped or replaced: it stays in the Pod as the Pod's own, and the entry
+// leaves the record.
+func trustRecords(recs Records, known func(string) (*CompiledSet, bool)) (Records, []string) {
+	if len(recs) == 0 {
+		return recs, nil
+	}
+	out := make(Records, len(recs))
+	var warnings []string
+	for _, name := range recs.Names() {
+		rec := recs[name]
+		set, ok := known(name)
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("annotation %s names SidecarSet %q, which does not exist; "+
+				"what it lists is kept as the pod's own", appsv1alpha1.StatusAnnotation, name))
+			continue
+		}
+		spec := &set.Set.Spec
+		var dropped []string
+		keep := func(kind string, names []string, declared sets.Set[string]) []string {
+			var kept []string
+			for _, n := range names {
+				if declared.Has(n) {
+					kept = append(kept, n)
+				} else {
+					dropped = append(dropped, kind+" "+strconv.Quote(n))
+				}
+			}
+			return kept
+		}
+		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared}
+		trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
+		trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
+		trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))
+		trusted.ImagePullSecrets = keep("image pull secret", rec.ImagePullSecrets, pullSecretNames(spec.ImagePullSecrets))
+		if len(dropped) > 0 {
+			warnings = append(warnings, fmt.Sprintf("annotation %s says SidecarSet %q injected %s, which it does not declare; "+
+				"kept as the pod's own", appsv1alpha1.StatusAnnotation, name, strings.Join(dropped, ", ")))
+		}
+		out[name] = trusted
+	}
+	return out, warnings
+}
+
+func containerNames(list []appsv1alpha1.SidecarContainer) sets.Set[string] {
+	out := sets.New[string]()
+	for i := range list {
+		out.Insert(list[i].Name)
+	}
+	return out
+}
+
+func volumeNames(list []corev1.Volume) sets.Set[string] {
+	out := sets.New[string]()
+	for i := range list {
+		out.Insert(list[i].Name)
+	}
+	return out
+}
+
+func pullSecretNames(list []corev1.LocalObjectReference) sets.Set[string] {
+	out := sets.New[string]()
+	for i := range list {
+		out.Insert(list[i].Name)
+	}
+	return out
 }

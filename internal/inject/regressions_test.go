@@ -10,6 +10,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // TestRegression_PatchAddsAnnotationUnderMissingParent: Result.Patch adds annotations key by key
@@ -104,7 +105,7 @@ func TestRegression_PausingASetReordersInjectedContainers(t *testing.T) {
 // Fix: only treat a digest as a tag when there is no tag.
 func TestRegression_DefaultPullPolicyLatestTagWithDigest(t *testing.T) {
 	image := "ghcr.io/example/proxy:latest@" + digest
-	if got := inject.DefaultPullPolicy(image); got != corev1.PullAlways {
+	if got := podrules.DefaultedContainer(&corev1.Container{Name: "c", Image: image}, false, false).ImagePullPolicy; got != corev1.PullAlways {
 		t.Errorf("defaultPullPolicy(%q) = %s, want Always (the API server's default)", image, got)
 	}
 }

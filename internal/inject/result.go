@@ -48,8 +48,9 @@ type listEdit[T any] struct {
 	noop    bool
 }
 
-// newListEdit computes the edit of one list. An injected entry that comes back identical stays
-// where it is, so a Pod another mutating webhook has added containers or volumes to after ours
+// newListEdit computes the edit of one list. An injected entry that the Pod's entry still
+// carries (same(new, orig): what admission plugins and webhooks added to it is theirs) stays
+// where it is, as the Pod has it, so a Pod another mutating webhook has added containers or volumes to after ours
 // is left alone on reinvocation; one that changed is removed and injected again at its place
 // by podInjectPolicy.
 func newListEdit[T any](orig []T, name func(*T) string, strip sets.Set[string], before, after []T, same func(a, b *T) bool) listEdit[T] {
@@ -143,11 +144,15 @@ func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
 func (b *builder) finish(res *Result) {
 	pod := b.pod
 	res.Warnings = b.warnings
-	same := func(a, c *corev1.Container) bool { return sameContainer(a, c, pod.Spec.HostNetwork) }
+	carries := func(init bool) func(sidecar, have *corev1.Container) bool {
+		return func(sidecar, have *corev1.Container) bool {
+			return podHasContainer(have, sidecar, init, pod.Spec.HostNetwork)
+		}
+	}
 	res.containers = newListEdit(pod.Spec.Containers, containerName, b.strip.containers,
-		b.containers.before, b.containers.after, same)
+		b.containers.before, b.containers.after, carries(false))
 	res.initContainers = newListEdit(pod.Spec.InitContainers, containerName, b.strip.initContainers,
-		b.initContainers.before, b.initContainers.after, same)
+		b.initContainers.before, b.initContainers.after, carries(true))
 	res.volumes = newListEdit(pod.Spec.Volumes, func(v *corev1.Volume) string { return v.Name }, b.strip.volumes,
 		nil, b.volumes, sameVolume)
 	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }, b.strip.pullSecrets,

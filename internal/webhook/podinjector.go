@@ -21,7 +21,12 @@ import (
 // PodInjectorPath is where the pod injector is served; config/webhook registers it.
 const PodInjectorPath = "/mutate-v1-pod"
 
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=IfNeeded
+// reinvocationPolicy Never: the API server calls the injector once per pod. After a webhook
+// changes a pod, the API server re-runs its in-tree admission plugins anyway (ServiceAccount,
+// LimitRanger, AlwaysPullImages give the sidecars what every container gets), so a second call
+// could only undo or repeat that work. The one thing it would catch, a webhook ordered after
+// ours adding labels that make the pod match, is documented in the README.
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
 // NamespaceLabelsFunc returns the labels of a namespace, from a cache.
 type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]string, error)
@@ -93,7 +98,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		full.Metadata.Namespace = meta.Namespace
 		pod = fullPod(&full)
 	}
-	return h.inject(ctx, pod, candidates)
+	return h.inject(ctx, pod, candidates, snap.Get)
 }
 
 func decodeError(err error) admission.Response {
@@ -101,7 +106,8 @@ func decodeError(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
-func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []*inject.CompiledSet) admission.Response {
+func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []*inject.CompiledSet,
+	known func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
 	labels, err := h.NamespaceLabels(ctx, pod.Namespace)
@@ -113,7 +119,7 @@ func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []
 		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
 			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
 	}
-	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels}
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, Known: known}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()

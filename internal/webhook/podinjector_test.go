@@ -365,7 +365,8 @@ func TestPodInjectorMetrics(t *testing.T) {
 }
 
 // TestPodInjectorReinvocation admits a Pod, then its injected form, as the API server does
-// under reinvocationPolicy IfNeeded: the second answer must change nothing.
+// when an injected pod comes back (an exported pod created again, or a reinvocation if an
+// administrator sets IfNeeded): the second answer must change nothing.
 func TestPodInjectorReinvocation(t *testing.T) {
 	tests := []struct {
 		name string

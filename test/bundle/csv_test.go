@@ -79,13 +79,13 @@ func TestWebhookDefinitions(t *testing.T) {
 			APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource},
 		}}}
 	}
-	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
+	never := admissionregistrationv1.NeverReinvocationPolicy
 	wants := map[string]webhookWant{
 		"inject.sidecarset.io": {
 			typ: operatorsv1alpha1.MutatingAdmissionWebhook, path: "/mutate-v1-pod",
 			rules:              rule("", "v1", "pods", admissionregistrationv1.Create),
 			objectSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
-			reinvocationPolicy: &ifNeeded,
+			reinvocationPolicy: &never,
 		},
 		"validate.sidecarset.io": {
 			typ: operatorsv1alpha1.ValidatingAdmissionWebhook, path: "/validate-apps-sidecarset-io-v1alpha1-sidecarset",

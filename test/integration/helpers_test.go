@@ -23,7 +23,18 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-", Labels: labels}}
 	must(t, k8s.Create(ctx, ns))
 	t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
+	ensureDefaultServiceAccount(t, ns.Name)
 	return ns.Name
+}
+
+// ensureDefaultServiceAccount creates the namespace's default ServiceAccount, as
+// kube-controller-manager would: the ServiceAccount admission plugin refuses pods without it.
+func ensureDefaultServiceAccount(t *testing.T, ns string) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}
+	if err := k8s.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the default ServiceAccount of %s: %v", ns, err)
+	}
 }
 
 // createSet creates a SidecarSet through the API server and deletes it after the test.

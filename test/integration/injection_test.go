@@ -72,6 +72,7 @@ func TestOwnAndSystemNamespacesAreNeverInjected(t *testing.T) {
 		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		ensureDefaultServiceAccount(t, ns)
 		pod := appPod(ns, "sys-0", "sys", true)
 		must(t, k8s.Create(ctx, pod))
 		t.Cleanup(func() { deleteIgnoreNotFound(t, pod) })

@@ -53,6 +53,7 @@ func runSuite(m *testing.M) (int, error) {
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{manifests}},
 		ErrorIfCRDPathMissing: true,
 	}
+	productionAdmissionChain(env)
 	cfg, err := env.Start()
 	if err != nil {
 		return 0, fmt.Errorf("starting envtest: %w", err)
@@ -81,6 +82,19 @@ func runSuite(m *testing.M) (int, error) {
 		return code, fmt.Errorf("manager: %w", err)
 	}
 	return code, nil
+}
+
+// AdmissionPlugins are the in-tree admission plugins the suite's kube-apiserver runs beyond its
+// defaults, as production clusters do. envtest turns ServiceAccount off (it runs no controller
+// to create the default ServiceAccount); the tests create it in every namespace they use
+// instead, since an injector that undoes what these plugins give a sidecar breaks pods only
+// where they run.
+const AdmissionPlugins = "ServiceAccount,LimitRanger,AlwaysPullImages,PodSecurity"
+
+func productionAdmissionChain(env *envtest.Environment) {
+	env.ControlPlane.GetAPIServer().Configure().
+		Disable("disable-admission-plugins").
+		Set("enable-admission-plugins", AdmissionPlugins)
 }
 
 // startManager starts the operator in this process (talking to the API server as managerCfg)

@@ -177,7 +177,7 @@ func TestPodWebhookOnlySeesOptedInPods(t *testing.T) {
 		t.Error("a namespace labelled sidecarset.io/injection=disabled is still sent to the webhook")
 	}
 	if *hook.SideEffects != admissionregistrationv1.SideEffectClassNone || *hook.FailurePolicy != admissionregistrationv1.Fail ||
-		*hook.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy || *hook.TimeoutSeconds > 10 {
+		*hook.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy || *hook.TimeoutSeconds > 10 {
 		t.Errorf("pod webhook settings: sideEffects %v failurePolicy %v reinvocation %v timeout %v",
 			*hook.SideEffects, *hook.FailurePolicy, *hook.ReinvocationPolicy, *hook.TimeoutSeconds)
 	}

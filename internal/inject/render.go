@@ -1,0 +1,238 @@
+package inject
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/kubernetes/third_party/forked/golang/expansion"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// render returns the container to inject: the declared one, plus the transferred env vars and,
+// with shareVolumePolicy enabled, the app containers' volume mounts that stay valid in the
+// sidecar. notShared says which app mounts were left out and why (the record keeps it). The
+// declared container is shared, not copied, when nothing is added to it.
+func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, notShared []string) {
+	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+	if !share && len(sc.TransferEnv) == 0 {
+		return &sc.Container, nil
+	}
+	r := sc.Container // shallow copy; only the two slices below are replaced
+	r.Env = append([]corev1.EnvVar(nil), sc.Env...)
+	for _, t := range sc.TransferEnv {
+		b.transferEnv(c, &r, t)
+	}
+	if share {
+		r.VolumeMounts, notShared = b.sharedMounts(&r)
+	}
+	if len(r.Env) == 0 {
+		r.Env = sc.Env // keep nil as nil
+	}
+	return &r, notShared
+}
+
+// transferEnv appends to the sidecar the env var as the app container sees it. Its value is
+// rewritten so that the sidecar's kubelet expands it to what the app's kubelet does: $(VAR)
+// references to the app's earlier literal vars are resolved, references to vars it takes from
+// a source (valueFrom) bring those definitions along, and a resourceFieldRef without a
+// containerName is pinned to the app container. When that cannot be done faithfully (the
+// sidecar defines a referenced var differently) nothing is transferred and a warning says why.
+func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv1alpha1.TransferEnvVar) {
+	warn := func(format string, args ...any) {
+		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q container %q: transferEnv of %q from container %q: ",
+			c.Name(), sidecar.Name, t.EnvName, t.SourceContainerName)+fmt.Sprintf(format, args...))
+	}
+	app := b.appContainerNamed(t.SourceContainerName)
+	if app == nil {
+		warn("the pod has no app container of that name; the sidecar runs without the variable")
+		return
+	}
+	vars, ok := appEnvView(app, t.EnvName)
+	if !ok {
+		warn("the app container has no such env var; the sidecar runs without it")
+		return
+	}
+	var add []corev1.EnvVar
+	for _, v := range vars {
+		i := envIndex(sidecar.Env, v.Name)
+		switch {
+		case i < 0:
+			add = append(add, v)
+		case !equality.Semantic.DeepEqual(sidecar.Env[i], v):
+			warn("the sidecar defines %q, which the app's value depends on, differently; nothing was transferred", v.Name)
+			return
+		}
+	}
+	sidecar.Env = append(sidecar.Env, add...)
+}
+
+// appEnvView returns the definitions that give a sidecar the value the app container sees for
+// name: the var itself last, preceded by the app's valueFrom vars it references.
+func appEnvView(app *corev1.Container, name string) ([]corev1.EnvVar, bool) {
+	i := lastEnvIndex(app.Env, len(app.Env), name)
+	if i < 0 {
+		return nil, false
+	}
+	r := envResolver{app: app, deps: sets.New[int]()}
+	v := r.definition(i)
+	if v.ValueFrom == nil {
+		v.Value = r.form(i)
+	}
+	var out []corev1.EnvVar
+	for _, j := range sets.List(r.deps) {
+		out = append(out, r.definition(j))
+	}
+	return append(out, v), true
+}
+
+// envResolver rewrites an app container's env var values for another container of the Pod.
+type envResolver struct {
+	app  *corev1.Container
+	deps sets.Set[int] // indices of valueFrom vars the value refers to
+}
+
+// refSentinel marks where a reference was in an expanded value. Env values cannot hold NUL
+// bytes usefully, and a value that does is transferred as written.
+func refSentinel(k int) string { return "\x00" + strconv.Itoa(k) + "\x00" }
+
+// form is app.Env[i].Value written so that the kubelet's expansion in another container gives
+// what it gives in the app: the app's expansion is run (the kubelet's own code), its literal
+// output escaped, and each reference replaced by what it resolved to.
+func (r *envResolver) form(i int) string {
+	value := r.app.Env[i].Value
+	if strings.ContainsRune(value, 0) {
+		return value
+	}
+	var refs []string
+	expanded := expansion.Expand(value, func(name string) string {
+		refs = append(refs, name)
+		return refSentinel(len(refs) - 1)
+	})
+	out := strings.ReplaceAll(expanded, "$", "$$")
+	for k, name := range refs {
+		out = strings.Replace(out, refSentinel(k), r.resolve(name, i), 1)
+	}
+	return out
+}
+
+// resolve is what a reference to name in app.Env[i] becomes: the last earlier definition's
+// value when it is literal; the reference itself when it names a valueFrom var (which then
+// travels along) or nothing the app defines (service links resolve alike in every container).
+func (r *envResolver) resolve(name string, i int) string {
+	j := lastEnvIndex(r.app.Env, i, name)
+	switch {
+	case j < 0:
+		return "$(" + name + ")"
+	case r.app.Env[j].ValueFrom != nil:
+		r.deps.Insert(j)
+		return "$(" + name + ")"
+	default:
+		return r.form(j)
+	}
+}
+
+// definition is a copy of app.Env[i] valid in another container: a resourceFieldRef without
+// a containerName would resolve against that container, so it names the app's.
+func (r *envResolver) definition(i int) corev1.EnvVar {
+	v := *r.app.Env[i].DeepCopy()
+	if v.ValueFrom != nil && v.ValueFrom.ResourceFieldRef != nil && v.ValueFrom.ResourceFieldRef.ContainerName == "" {
+		v.ValueFrom.ResourceFieldRef.ContainerName = r.app.Name
+	}
+	return v
+}
+
+func lastEnvIndex(env []corev1.EnvVar, before int, name string) int {
+	for j := before - 1; j >= 0; j-- {
+		if env[j].Name == name {
+			return j
+		}
+	}
+	return -1
+}
+
+func envIndex(env []corev1.EnvVar, name string) int { return lastEnvIndex(env, len(env), name) }
+
+// sharedMounts appends the app containers' mounts to the sidecar's own, leaving out those that
+// would not be valid in the sidecar: a path it already uses (its own mount wins, silently), a
+// path it uses as a device, Bidirectional propagation in an unprivileged sidecar, and a
+// subPathExpr whose variables the sidecar defines differently. Variables a subPathExpr needs
+// are brought from the app container.
+func (b *builder) sharedMounts(sidecar *corev1.Container) ([]corev1.VolumeMount, []string) {
+	out := append([]corev1.VolumeMount(nil), sidecar.VolumeMounts...)
+	taken := sets.New[string]()
+	for _, m := range out {
+		taken.Insert(m.MountPath)
+	}
+	devices := sets.New[string]()
+	for _, d := range sidecar.VolumeDevices {
+		devices.Insert(d.DevicePath)
+	}
+	var notShared []string
+	skip := func(app *corev1.Container, m *corev1.VolumeMount, why string) {
+		notShared = append(notShared, fmt.Sprintf("%s: %s from container %q (volume %q): %s", sidecar.Name, m.MountPath, app.Name, m.Name, why))
+	}
+	for _, app := range b.appContainers {
+		for i := range app.VolumeMounts {
+			m := &app.VolumeMounts[i]
+			switch {
+			case taken.Has(m.MountPath):
+				continue
+			case devices.Has(m.MountPath):
+				skip(app, m, "the sidecar uses that path for a volume device")
+			case m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional && !privileged(sidecar):
+				skip(app, m, "Bidirectional mount propagation needs a privileged container")
+			case m.SubPathExpr != "" && !b.bringSubPathEnv(sidecar, app, m.SubPathExpr):
+				skip(app, m, "its subPathExpr uses a variable the sidecar defines differently")
+			default:
+				taken.Insert(m.MountPath)
+				out = append(out, *m.DeepCopy())
+			}
+		}
+	}
+	return out, notShared
+}
+
+// bringSubPathEnv adds to the sidecar the app's variables that expr refers to, so the
+// subPathExpr resolves to the same directory. It reports false when the sidecar defines one
+// of them differently (the mount would land elsewhere).
+func (b *builder) bringSubPathEnv(sidecar, app *corev1.Container, expr string) bool {
+	var add []corev1.EnvVar
+	ok := true
+	expansion.Expand(expr, func(name string) string {
+		vars, found := appEnvView(app, name)
+		for _, v := range vars {
+			if !found {
+				break
+			}
+			i := envIndex(sidecar.Env, v.Name)
+			if i < 0 && envIndex(add, v.Name) < 0 {
+				add = append(add, v)
+			} else if i >= 0 && !equality.Semantic.DeepEqual(sidecar.Env[i], v) {
+				ok = false
+			}
+		}
+		return ""
+	})
+	if ok {
+		sidecar.Env = append(sidecar.Env, add...)
+	}
+	return ok
+}
+
+func privileged(c *corev1.Container) bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+func (b *builder) appContainerNamed(name string) *corev1.Container {
+	for _, app := range b.appContainers {
+		if app.Name == name {
+			return app
+		}
+	}
+	return nil
+}
