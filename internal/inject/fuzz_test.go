@@ -14,6 +14,8 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
+	"github.com/sidecarset/sidecarset-operator/internal/validation"
 )
 
 // FuzzApply builds a Pod, its namespace's labels and up to three SidecarSets from the fuzzed
@@ -22,22 +24,7 @@ import (
 // records are frequent. Inputs are built afresh for every run, twice: one copy for Apply, one
 // for the re-entry.
 func FuzzApply(f *testing.F) {
-	seeds := []struct {
-		shape []byte
-		text  string
-	}{
-		{nil, ""},
-		{[]byte{0, 0, 0, 1, 1, 2, 0, 3, 1, 1, 0, 2, 1, 1, 0, 0, 1}, "info"},
-		// An earlier injection by other SidecarSets, then today's.
-		{[]byte{1, 0, 1, 2, 3, 1, 1, 1, 2, 0, 1, 1, 2, 1, 0, 2, 3, 1, 0, 1, 1, 2, 2, 1, 0, 3, 1, 2, 0, 1, 1, 0, 2, 1}, "checkout"},
-		// An earlier injection by today's sets, unpaused: paused sets keep what they added.
-		{[]byte{2, 1, 0, 1, 1, 2, 1, 1, 3, 2, 1, 0, 1, 2, 1, 4, 1, 1, 0, 2, 1, 1, 1, 1, 0, 1, 2, 3}, "eu-west-1"},
-		// A status annotation written by hand.
-		{[]byte{3, 2, 1, 0, 1, 1, 2, 2, 1}, `{"set-a":{"hash":"0","containers":["proxy"],"volumes":["data"]}}`},
-		{[]byte{3, 0, 0, 0}, `{"set-a":`},
-		{[]byte{7, 255, 128, 64, 32, 16, 8, 4, 2, 1, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97}, "fuzz"},
-	}
-	for _, s := range seeds {
+	for _, s := range fuzzSeeds {
 		f.Add(s.shape, s.text)
 	}
 	f.Fuzz(func(t *testing.T, shape []byte, text string) {
@@ -45,6 +32,23 @@ func FuzzApply(f *testing.F) {
 		again := newFuzzInput(t, shape, text)
 		checkApplyInvariants(t, in, again)
 	})
+}
+
+// fuzzSeeds are FuzzApply's seed corpus.
+var fuzzSeeds = []struct {
+	shape []byte
+	text  string
+}{
+	{nil, ""},
+	{[]byte{0, 0, 0, 1, 1, 2, 0, 3, 1, 1, 0, 2, 1, 1, 0, 0, 1}, "info"},
+	// An earlier injection by other SidecarSets, then today's.
+	{[]byte{1, 0, 1, 2, 3, 1, 1, 1, 2, 0, 1, 1, 2, 1, 0, 2, 3, 1, 0, 1, 1, 2, 2, 1, 0, 3, 1, 2, 0, 1, 1, 0, 2, 1}, "checkout"},
+	// An earlier injection by today's sets, unpaused: paused sets keep what they added.
+	{[]byte{2, 1, 0, 1, 1, 2, 1, 1, 3, 2, 1, 0, 1, 2, 1, 4, 1, 1, 0, 2, 1, 1, 1, 1, 0, 1, 2, 3}, "eu-west-1"},
+	// A status annotation written by hand.
+	{[]byte{3, 2, 1, 0, 1, 1, 2, 2, 1}, `{"set-a":{"hash":"0","containers":["proxy"],"volumes":["data"]}}`},
+	{[]byte{3, 0, 0, 0}, `{"set-a":`},
+	{[]byte{7, 255, 128, 64, 32, 16, 8, 4, 2, 1, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97}, "fuzz"},
 }
 
 // checkApplyInvariants applies the engine to in and checks what must hold for any input;
@@ -64,6 +68,7 @@ func checkApplyInvariants(t *testing.T, in, again inject.Input) {
 	assertUniqueNames(t, out)
 	assertEverythingAddedIsRecorded(t, res, out, own)
 	assertPatchMatchesPod(t, in.Pod, res)
+	assertValidStaysValid(t, in, out)
 	assertIdempotent(t, res, again)
 	before.assertUnchanged(t, in)
 }
@@ -353,13 +358,13 @@ func (g *fuzzGen) pod() *corev1.Pod {
 	for range g.intn(3) {
 		if name := pick(g, fuzzAppInits...); !used.Has(name) {
 			used.Insert(name)
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, g.container(name, pod.Spec.Volumes))
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, g.container(name, pod.Spec.Volumes, true))
 		}
 	}
 	for range 1 + g.intn(3) {
 		if name := pick(g, fuzzAppContainers...); !used.Has(name) {
 			used.Insert(name)
-			pod.Spec.Containers = append(pod.Spec.Containers, g.container(name, pod.Spec.Volumes))
+			pod.Spec.Containers = append(pod.Spec.Containers, g.container(name, pod.Spec.Volumes, false))
 		}
 	}
 	for _, name := range fuzzPullSecrets[:2] {
@@ -427,8 +432,9 @@ func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer 
 	for _, v := range fuzzVolumes {
 		volumes = append(volumes, corev1.Volume{Name: v})
 	}
+	native := init && g.flag()
 	sc := appsv1alpha1.SidecarContainer{
-		Container:       g.container(name, volumes),
+		Container:       g.container(name, volumes, init && !native),
 		PodInjectPolicy: pick(g, "", appsv1alpha1.AfterAppContainer, appsv1alpha1.BeforeAppContainer),
 	}
 	sc.ShareVolumePolicy.Type = pick(g, "", appsv1alpha1.ShareVolumePolicyDisabled, appsv1alpha1.ShareVolumePolicyEnabled)
@@ -438,14 +444,16 @@ func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer 
 			EnvName:             pick(g, fuzzEnvNames...),
 		}}
 	}
-	if init && g.flag() {
+	if native {
 		sc.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 	}
 	return sc
 }
 
 // container builds a container mounting some of volumes at distinct paths.
-func (g *fuzzGen) container(name string, volumes []corev1.Volume) corev1.Container {
+// container builds an app container or a sidecar; a plain init container (one that runs to
+// completion) gets no probe, which only restartable containers may have.
+func (g *fuzzGen) container(name string, volumes []corev1.Volume, plainInit bool) corev1.Container {
 	c := corev1.Container{
 		Name:  name,
 		Image: pick(g, "nginx:1.27", "nginx", "busybox:latest", fuzzSidecarDigest, "registry.example.com/"+name+":"+fmt.Sprint(len(g.text))),
@@ -479,7 +487,7 @@ func (g *fuzzGen) container(name string, volumes []corev1.Volume) corev1.Contain
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: path, ReadOnly: g.flag()})
 		}
 	}
-	if g.flag() {
+	if !plainInit && g.flag() {
 		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: pick(g, "", corev1.ProtocolTCP)}}
 		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: "/healthz", Port: intstr.FromString("http"),
@@ -514,4 +522,47 @@ func (g *fuzzGen) volume(name string) corev1.Volume {
 		v.HostPath = &corev1.HostPathVolumeSource{Path: "/var/log"}
 	}
 	return v
+}
+
+// assertValidStaysValid checks the engine's promise that a valid SidecarSet never breaks a
+// valid pod: when the API server would accept the pod (Kubernetes' own pod validation, through
+// internal/podrules) and every set passes the validating webhook's rules, the injected pod is
+// accepted too.
+func assertValidStaysValid(t *testing.T, in inject.Input, out *corev1.Pod) {
+	t.Helper()
+	if !validInput(in) {
+		return
+	}
+	if errs := podrules.ValidateCreate(out); len(errs) > 0 {
+		t.Errorf("a valid pod became invalid by injection: %v", errs.ToAggregate())
+	}
+}
+
+// validInput reports whether the pod and every SidecarSet of the input are valid.
+func validInput(in inject.Input) bool {
+	if len(podrules.ValidateCreate(in.Pod)) > 0 {
+		return false
+	}
+	for _, c := range in.Sets {
+		if len(validation.ValidateSidecarSet(c.Set, nil)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFuzzSeedsHoldValidInputs keeps assertValidStaysValid from passing vacuously: some seeds
+// must build a valid pod and valid sets that Apply accepts.
+func TestFuzzSeedsHoldValidInputs(t *testing.T) {
+	valid := 0
+	for _, s := range fuzzSeeds {
+		in := newFuzzInput(t, s.shape, s.text)
+		if _, err := inject.Apply(in); err == nil && validInput(in) {
+			valid++
+		}
+	}
+	if valid == 0 {
+		t.Errorf("none of the %d seeds builds a valid pod and valid SidecarSets that Apply accepts", len(fuzzSeeds))
+	}
+	t.Logf("%d of %d seeds are valid inputs", valid, len(fuzzSeeds))
 }

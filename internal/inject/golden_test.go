@@ -50,6 +50,7 @@ func TestGolden(t *testing.T) {
 					yamlDiff(t, got, viaPatch))
 			}
 			compareGolden(t, c.Name, got)
+			assertValidStaysValid(t, in, res.Pod())
 			assertIdempotent(t, res, c.Input(t))
 			before.assertUnchanged(t, in)
 		})

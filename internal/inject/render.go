@@ -52,10 +52,16 @@ func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv
 		warn("the pod has no app container of that name; the sidecar runs without the variable")
 		return
 	}
-	vars, ok := appEnvView(app, t.EnvName)
+	vars, free, ok := appEnvView(app, t.EnvName)
 	if !ok {
 		warn("the app container has no such env var; the sidecar runs without it")
 		return
+	}
+	for _, name := range free {
+		if envIndex(sidecar.Env, name) >= 0 {
+			warn("the app's value refers to $(%s), which the app does not define before it and the sidecar does; nothing was transferred", name)
+			return
+		}
 	}
 	var add []corev1.EnvVar
 	for _, v := range vars {
@@ -72,28 +78,30 @@ func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv
 }
 
 // appEnvView returns the definitions that give a sidecar the value the app container sees for
-// name: the var itself last, preceded by the app's valueFrom vars it references.
-func appEnvView(app *corev1.Container, name string) ([]corev1.EnvVar, bool) {
+// name: the var itself last, preceded by the app's valueFrom vars it references. free are the
+// names it refers to that the app does not define before it (service links, or left as
+// written): they resolve alike in the sidecar unless the sidecar defines them.
+func appEnvView(app *corev1.Container, name string) (vars []corev1.EnvVar, free []string, ok bool) {
 	i := lastEnvIndex(app.Env, len(app.Env), name)
 	if i < 0 {
-		return nil, false
+		return nil, nil, false
 	}
-	r := envResolver{app: app, deps: sets.New[int]()}
+	r := envResolver{app: app, deps: sets.New[int](), free: sets.New[string]()}
 	v := r.definition(i)
 	if v.ValueFrom == nil {
 		v.Value = r.form(i)
 	}
-	var out []corev1.EnvVar
 	for _, j := range sets.List(r.deps) {
-		out = append(out, r.definition(j))
+		vars = append(vars, r.definition(j))
 	}
-	return append(out, v), true
+	return append(vars, v), sets.List(r.free), true
 }
 
 // envResolver rewrites an app container's env var values for another container of the Pod.
 type envResolver struct {
 	app  *corev1.Container
-	deps sets.Set[int] // indices of valueFrom vars the value refers to
+	deps sets.Set[int]    // indices of valueFrom vars the value refers to
+	free sets.Set[string] // names it refers to that the app does not define before
 }
 
 // refSentinel marks where a reference was in an expanded value. Env values cannot hold NUL
@@ -127,6 +135,7 @@ func (r *envResolver) resolve(name string, i int) string {
 	j := lastEnvIndex(r.app.Env, i, name)
 	switch {
 	case j < 0:
+		r.free.Insert(name)
 		return "$(" + name + ")"
 	case r.app.Env[j].ValueFrom != nil:
 		r.deps.Insert(j)
@@ -204,7 +213,7 @@ func (b *builder) bringSubPathEnv(sidecar, app *corev1.Container, expr string) b
 	var add []corev1.EnvVar
 	ok := true
 	expansion.Expand(expr, func(name string) string {
-		vars, found := appEnvView(app, name)
+		vars, _, found := appEnvView(app, name)
 		for _, v := range vars {
 			if !found {
 				break

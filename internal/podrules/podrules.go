@@ -2,6 +2,7 @@ package podrules
 
 import (
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -9,7 +10,18 @@ import (
 	"k8s.io/kubernetes/pkg/apis/core"
 	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/capabilities"
 )
+
+// clusterPolicy sets the one validation input that is a kube-apiserver flag rather than a rule:
+// --allow-privileged. Clusters that run privileged workloads (and every kubeadm or managed
+// cluster) set it; where it is off, the API server itself refuses privileged pods, and
+// PodSecurity decides per namespace. So privileged containers are valid here.
+var clusterPolicy sync.Once
+
+func setClusterPolicy() {
+	clusterPolicy.Do(func() { capabilities.Initialize(capabilities.Capabilities{AllowPrivileged: true}) })
+}
 
 // Default applies the API server's defaults to a Pod in place, exactly as a create request's
 // Pod is defaulted before admission.
@@ -49,6 +61,7 @@ func DefaultedVolume(v *corev1.Volume) *corev1.Volume {
 // with the validation options the API server derives from the Pod itself. The paths of the
 // errors are the Pod's (spec.containers[1].image).
 func ValidateCreate(pod *corev1.Pod) field.ErrorList {
+	setClusterPolicy()
 	internal, err := toInternal(Defaulted(pod))
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
