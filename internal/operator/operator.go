@@ -115,8 +115,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 
 func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error {
 	reader := mgr.GetCache()
+	podSecurity, err := ourwebhook.NewPodSecurity()
+	if err != nil {
+		return err
+	}
 	injector := &ourwebhook.PodInjector{
 		Sets:               store,
+		PodSecurity:        podSecurity,
+		Recorder:           mgr.GetEventRecorder("sidecarset-injector"),
 		ExcludedNamespaces: sets.New(metav1.NamespaceSystem),
 		NamespaceLabels: func(ctx context.Context, name string) (map[string]string, error) {
 			var ns corev1.Namespace
@@ -130,7 +136,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error 
 		injector.ExcludedNamespaces.Insert(opts.Namespace)
 	}
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath, &webhook.Admission{Handler: injector, RecoverPanic: ptr.To(true)})
-	err := ctrl.NewWebhookManagedBy(mgr, &appsv1alpha1.SidecarSet{}).
+	err = ctrl.NewWebhookManagedBy(mgr, &appsv1alpha1.SidecarSet{}).
 		WithValidator(&ourwebhook.SidecarSetValidator{Reader: reader}).
 		Complete()
 	if err != nil {

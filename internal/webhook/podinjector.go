@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -26,6 +29,7 @@ const PodInjectorPath = "/mutate-v1-pod"
 // LimitRanger, AlwaysPullImages give the sidecars what every container gets), so a second call
 // could only undo or repeat that work. The one thing it would catch, a webhook ordered after
 // ours adding labels that make the pod match, is documented in the README.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
 // NamespaceLabelsFunc returns the labels of a namespace, from a cache.
@@ -41,6 +45,11 @@ type PodInjector struct {
 	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
 	// operator's own namespace and kube-system.
 	ExcludedNamespaces sets.Set[string]
+	// PodSecurity, when set, names the SidecarSets whose injection makes a pod break its
+	// namespace's enforced Pod Security Standard (a warning, and an event on each set).
+	PodSecurity *PodSecurity
+	// Recorder records events on SidecarSets; required with PodSecurity.
+	Recorder events.EventRecorder
 }
 
 var _ admission.Handler = &PodInjector{}
@@ -98,7 +107,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		full.Metadata.Namespace = meta.Namespace
 		pod = fullPod(&full)
 	}
-	return h.inject(ctx, pod, candidates, snap.Get)
+	return h.inject(ctx, req.Object.Raw, pod, candidates, snap.Get)
 }
 
 func decodeError(err error) admission.Response {
@@ -106,7 +115,7 @@ func decodeError(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
-func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []*inject.CompiledSet,
+func (h *PodInjector) inject(ctx context.Context, raw []byte, pod *corev1.Pod, candidates []*inject.CompiledSet,
 	known func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
@@ -142,6 +151,7 @@ func (h *PodInjector) inject(ctx context.Context, pod *corev1.Pod, candidates []
 	for _, name := range res.Injected {
 		injections.WithLabelValues(name).Inc()
 	}
+	res.Warnings = append(res.Warnings, h.podSecurityWarnings(raw, in, res)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
 	return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
@@ -158,4 +168,37 @@ func podName(pod *corev1.Pod) string {
 		return pod.Name
 	}
 	return pod.GenerateName + "<generated>"
+}
+
+// podSecurityWarnings says which SidecarSets make the pod break its namespace's enforced Pod
+// Security Standard (PodSecurity admission then refuses it), and records it on those sets.
+// The checks read the whole pod, so in such namespaces it is decoded whole and injected again.
+func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result) []string {
+	lv, ok := h.PodSecurity.Enforced(in.NamespaceLabels)
+	if !ok {
+		return nil
+	}
+	var whole corev1.Pod
+	if err := unmarshal(raw, &whole); err != nil {
+		return nil // decoded once already; cannot happen
+	}
+	whole.Namespace = in.Pod.Namespace
+	in.Pod = &whole
+	again, err := inject.Apply(in)
+	if err != nil {
+		return nil
+	}
+	violation := h.PodSecurity.Violation(lv, &whole, again.Pod())
+	if violation == "" {
+		return nil
+	}
+	msg := fmt.Sprintf("injecting SidecarSet(s) %s into pod %s/%s %s; PodSecurity admission will refuse the pod: "+
+		"change the sidecars' securityContext, or narrow the SidecarSet's selectors away from namespace %s",
+		strings.Join(res.Injected, ", "), whole.Namespace, podName(&whole), violation, whole.Namespace)
+	for _, c := range in.Sets {
+		if slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
+			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", msg)
+		}
+	}
+	return []string{msg}
 }

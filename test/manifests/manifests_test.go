@@ -101,6 +101,7 @@ func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 		"/pods":                                 {"get", "list", "watch"},
 		"/namespaces":                           {"get", "list", "watch"},
 		"/events":                               {"create", "patch"},
+		"events.k8s.io/events":                  {"create", "patch"},
 		"apps.sidecarset.io/sidecarsets":        {"get", "list", "watch"},
 		"apps.sidecarset.io/sidecarsets/status": {"get", "update", "patch"},
 	}
