@@ -130,6 +130,7 @@ start_components() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$c/sa.pub" --service-account-signing-key-file="$c/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
+    --enable-admission-plugins=ServiceAccount,LimitRanger,AlwaysPullImages,PodSecurity \
     --profiling=false
 
   launch kube-controller-manager "127.0.0.1:$CONTROLLER_MANAGER_PORT" \

@@ -69,7 +69,8 @@ func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.Err
 	}
 	errs = append(errs, validateVolumes(spec.Volumes, path.Child("volumes"))...)
 	errs = append(errs, validateContainers(spec, path)...)
-	return append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
+	errs = append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
+	return append(errs, validateAsPod(spec, path, errs)...)
 }
 
 // validatePullSecrets checks that every image pull secret names a Secret, once.

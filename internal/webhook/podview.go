@@ -35,11 +35,12 @@ type podView[C, V any] struct {
 }
 
 // containerHead is what injection reads of a container it only injects next to: its name
-// (clashes), env (transferEnv) and volume mounts (shareVolumePolicy).
+// (clashes), ports (host-port clashes), env (transferEnv) and volume mounts (shareVolumePolicy).
 type containerHead struct {
-	Name         string               `json:"name"`
-	Env          []corev1.EnvVar      `json:"env,omitempty"`
-	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+	Name         string                 `json:"name"`
+	Ports        []corev1.ContainerPort `json:"ports,omitempty"`
+	Env          []corev1.EnvVar        `json:"env,omitempty"`
+	VolumeMounts []corev1.VolumeMount   `json:"volumeMounts,omitempty"`
 }
 
 // volumeHead is what injection reads of a volume it only adds volumes next to.
@@ -101,7 +102,7 @@ func heads(in []containerHead) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
+		out[i] = corev1.Container{Name: in[i].Name, Ports: in[i].Ports, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
 	}
 	return out
 }
