@@ -10,12 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -24,12 +26,15 @@ import (
 )
 
 // SidecarSetReconciler keeps SidecarSet status exact. It is driven only by watches: SidecarSet
-// spec changes, and Pod and Namespace events mapped to exactly the SidecarSets they affect.
+// spec changes, Pod and Namespace events mapped to exactly the SidecarSets they affect, and
+// the Store's word on which SidecarSets' conflicts changed.
 type SidecarSetReconciler struct {
 	// Client reads from the manager's cache (Pods there are only opted-in ones).
 	Client client.Client
-	// Sets is the compiled view of the SidecarSets, used to map Pod events.
+	// Sets is the compiled view of the SidecarSets, used to map Pod events and for conflicts.
 	Sets *snapshot.Store
+	// Scope is where the pod webhook injects; pods elsewhere are counted as excluded.
+	Scope status.Scope
 	// Now is the clock for condition transitions; time.Now when nil.
 	Now func() time.Time
 }
@@ -74,16 +79,21 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	if err != nil {
 		return status.Invalid(set, err, now), nil
 	}
-	pods, namespaceLabels, err := r.gather(ctx, compiled)
+	pods, namespaceLabels, err := r.gather(ctx)
 	if err != nil {
 		return appsv1alpha1.SidecarSetStatus{}, err
 	}
-	return status.Compute(compiled, status.Count(compiled, pods, namespaceLabels), set.Status.Conditions, now), nil
+	// The Store may not have seen this very version of the set yet; when its verdict changes
+	// it says so (Subscribe), and the set is reconciled again.
+	conflicts := r.Sets.Load().Conflicts[set.Name]
+	counts := status.Count(compiled, pods, namespaceLabels, r.Scope)
+	return status.Compute(compiled, counts, conflicts, set.Status.Conditions, now), nil
 }
 
-// gather reads the opted-in Pods (without copying them: they are only read) and, when the set
-// has a namespace selector, the namespace labels.
-func (r *SidecarSetReconciler) gather(ctx context.Context, set *inject.CompiledSet) ([]*corev1.Pod, func(string) map[string]string, error) {
+// gather reads the opted-in Pods and the namespace labels (without copying them: they are
+// only read). Namespace labels are needed for every set: they say whether the webhook serves
+// the namespace at all.
+func (r *SidecarSetReconciler) gather(ctx context.Context) ([]*corev1.Pod, func(string) map[string]string, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
@@ -92,15 +102,13 @@ func (r *SidecarSetReconciler) gather(ctx context.Context, set *inject.CompiledS
 	for i := range pods.Items {
 		out[i] = &pods.Items[i]
 	}
-	labels := map[string]map[string]string{}
-	if set.HasNamespaceSelector() {
-		var nss corev1.NamespaceList
-		if err := r.Client.List(ctx, &nss, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, nil, fmt.Errorf("listing namespaces: %w", err)
-		}
-		for i := range nss.Items {
-			labels[nss.Items[i].Name] = nss.Items[i].Labels
-		}
+	var nss corev1.NamespaceList
+	if err := r.Client.List(ctx, &nss, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	labels := make(map[string]map[string]string, len(nss.Items))
+	for i := range nss.Items {
+		labels[nss.Items[i].Name] = nss.Items[i].Labels
 	}
 	return out, func(ns string) map[string]string { return labels[ns] }, nil
 }
@@ -122,6 +130,15 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.setsForPod)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.setsForNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// A set's conflicts change when another set changes: the Store names both sides.
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.Sets.Subscribe(func(names []string) {
+				for _, req := range requests(names) {
+					q.Add(req)
+				}
+			})
+			return nil
+		})).
 		Complete(r)
 }
 
@@ -133,7 +150,7 @@ func (r *SidecarSetReconciler) setsForPod(ctx context.Context, obj client.Object
 		names.Insert(recs.Names()...)
 	}
 	if inject.OptedIn(obj.GetLabels()) {
-		candidates := inject.Candidates(r.Sets.Load().Sets, obj.GetLabels())
+		candidates := inject.Candidates(r.Sets.Load().Valid, obj.GetLabels())
 		var nsLabels map[string]string
 		known := true
 		if inject.NeedNamespace(candidates) {
@@ -152,13 +169,13 @@ func (r *SidecarSetReconciler) setsForPod(ctx context.Context, obj client.Object
 	return requests(sets.List(names))
 }
 
-// setsForNamespace maps a Namespace label change to the SidecarSets with a namespace selector.
+// setsForNamespace maps a Namespace label change to every SidecarSet: a namespace selector may
+// now match or not, and the opt-out label makes the namespace's pods excluded or reachable
+// again for any set. Namespace labels change rarely; a spare reconcile only recounts.
 func (r *SidecarSetReconciler) setsForNamespace(context.Context, client.Object) []reconcile.Request {
 	var names []string
-	for _, c := range r.Sets.Load().Sets {
-		if c.HasNamespaceSelector() {
-			names = append(names, c.Name())
-		}
+	for _, c := range r.Sets.Load().Valid {
+		names = append(names, c.Name())
 	}
 	return requests(names)
 }

@@ -140,7 +140,10 @@ type SidecarContainer struct {
 // SidecarSetStatus is what the operator observed. The pod counts follow these definitions:
 //
 //   - a Pod is matched when it is not terminating, not Succeeded or Failed, carries the opt-in
-//     label sidecarset.io/inject=true, and matches spec.selector and spec.namespaceSelector;
+//     label sidecarset.io/inject=true, matches spec.selector and spec.namespaceSelector, and
+//     is in a namespace the pod webhook serves (not kube-system, not the operator's own, not
+//     labelled sidecarset.io/injection=disabled): matched pods are the pods this set can reach;
+//   - excluded: would be matched but for its namespace, which the webhook never serves;
 //   - updated: matched and injected by this SidecarSet with its current hash;
 //   - ready: matched, injected by this SidecarSet (any hash), and its Ready condition is True;
 //   - updatedReady: both updated and ready.
@@ -154,6 +157,14 @@ type SidecarSetStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	MatchedPods int32 `json:"matchedPods"`
+
+	// ExcludedPods is the number of opted-in Pods the selectors match in namespaces the pod
+	// webhook never serves (kube-system, the operator's own namespace, namespaces labelled
+	// sidecarset.io/injection=disabled). They are not counted as matched: they can never be
+	// injected.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Excluded pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	ExcludedPods int32 `json:"excludedPods,omitempty"`
 
 	// UpdatedPods is the number of matched Pods injected with the current hash.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated pods",xDescriptors="urn:alm:descriptor:text"
@@ -179,7 +190,8 @@ type SidecarSetStatus struct {
 	// +optional
 	Hash string `json:"hash,omitempty"`
 
-	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady, or Invalid.
+	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady (and Conflict
+	// while one lasts), or Invalid.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -227,4 +239,11 @@ const (
 	// ConditionInvalid is True when the spec cannot be used (possible only when it was written
 	// while the validating webhook was down); such a SidecarSet injects nothing.
 	ConditionInvalid = "Invalid"
+	// ConditionConflict is True while the SidecarSet clashes with another one that can select
+	// the same Pods (a container name, a volume defined two ways, a host port): possible when
+	// both were written at the same moment, or while the validating webhook was down. The
+	// older SidecarSet keeps injecting (reason ConflictWithNewer); the newer one injects
+	// nothing until the conflict is resolved (reason StoppedByConflict). The message names the
+	// other SidecarSet and the fields.
+	ConditionConflict = "Conflict"
 )

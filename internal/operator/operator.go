@@ -23,6 +23,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
@@ -80,6 +81,8 @@ func trimPod(obj any) (any, error) {
 type Operator struct {
 	// Sets is the SidecarSet snapshot the webhooks and the reconciler share.
 	Sets *snapshot.Store
+	// Cache is the manager's cache, which the webhooks and the reconciler read.
+	Cache cache.Cache
 }
 
 // Setup registers the webhooks, the reconciler and the health checks with the manager.
@@ -100,20 +103,26 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("getting the Namespace informer: %w", err)
 	}
 
-	if err := setupWebhooks(mgr, store, opts); err != nil {
+	excluded := sets.New(metav1.NamespaceSystem)
+	if opts.Namespace != "" {
+		excluded.Insert(opts.Namespace)
+	}
+	if err := setupWebhooks(mgr, store, excluded); err != nil {
 		return nil, err
 	}
-	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store}
+	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded}}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
 	if err := addHealthChecks(mgr, store); err != nil {
 		return nil, err
 	}
-	return &Operator{Sets: store}, nil
+	return &Operator{Sets: store, Cache: mgr.GetCache()}, nil
 }
 
-func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error {
+// setupWebhooks registers the pod injector (never injecting the excluded namespaces) and the
+// SidecarSet validator.
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string]) error {
 	reader := mgr.GetCache()
 	podSecurity, err := ourwebhook.NewPodSecurity()
 	if err != nil {
@@ -123,7 +132,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error 
 		Sets:               store,
 		PodSecurity:        podSecurity,
 		Recorder:           mgr.GetEventRecorder("sidecarset-injector"),
-		ExcludedNamespaces: sets.New(metav1.NamespaceSystem),
+		ExcludedNamespaces: excluded,
 		NamespaceLabels: func(ctx context.Context, name string) (map[string]string, error) {
 			var ns corev1.Namespace
 			if err := reader.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
@@ -131,9 +140,6 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, opts Options) error 
 			}
 			return ns.Labels, nil
 		},
-	}
-	if opts.Namespace != "" {
-		injector.ExcludedNamespaces.Insert(opts.Namespace)
 	}
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath, &webhook.Admission{Handler: injector, RecoverPanic: ptr.To(true)})
 	err = ctrl.NewWebhookManagedBy(mgr, &appsv1alpha1.SidecarSet{}).

@@ -1,24 +1,50 @@
 package snapshot
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/validation"
 )
 
 // Snapshot is an immutable view of the SidecarSets at one moment.
 type Snapshot struct {
-	// Sets are the valid SidecarSets, sorted by name: the order injection follows.
+	// Sets are the SidecarSets that inject, sorted by name: the order injection follows.
 	Sets []*inject.CompiledSet
+	// Valid are all SidecarSets that compile, sorted by name: Sets and those stopped by a
+	// conflict. Their status is kept like any other's.
+	Valid []*inject.CompiledSet
+	// Conflicts lists, by SidecarSet name, the clashes with other SidecarSets that can select
+	// the same Pod, sorted by the other set's name.
+	Conflicts map[string][]Conflict
 	// Invalid maps the names of SidecarSets that cannot be compiled (possible only when they
 	// were written while the validating webhook was down) to the reason. They inject nothing.
 	Invalid map[string]error
+}
+
+// Conflict is a clash between two SidecarSets that can select the same Pod: a container name,
+// a volume defined two ways, or a host port. Validation refuses the second set of such a pair,
+// but two writes that race are each validated without seeing the other, and a set stored while
+// the validating webhook was down was never validated. The older set of a pair (by creation
+// time, then name) keeps injecting; the newer one is stopped, so that Pods both select are
+// injected by one and never refused.
+type Conflict struct {
+	// With is the other SidecarSet.
+	With string
+	// Stopped is true when this set is the newer one, which injects nothing while the
+	// conflict lasts.
+	Stopped bool
+	// Fields are what clashes, each a path into this set's spec and the reason.
+	Fields []string
 }
 
 // Get returns the compiled SidecarSet with that name.
@@ -40,13 +66,27 @@ type Store struct {
 	mu      sync.Mutex
 	sets    map[string]*inject.CompiledSet
 	invalid map[string]error
+	// pairs caches validation.Conflicts(a, b) as pairs[a][b] (paths into a's spec). Entries
+	// are dropped when either set's spec changes, so a publish only compares the pairs of the
+	// set that changed.
+	pairs map[string]map[string][]string
+	// subscribers are told the names of SidecarSets whose conflicts changed.
+	subscribers []func(names []string)
 }
 
 // NewStore returns an empty Store; it is not Ready until SetSynced's function says so.
 func NewStore() *Store {
-	s := &Store{sets: map[string]*inject.CompiledSet{}, invalid: map[string]error{}}
-	s.current.Store(&Snapshot{})
+	s := &Store{sets: map[string]*inject.CompiledSet{}, invalid: map[string]error{}, pairs: map[string]map[string][]string{}}
+	s.current.Store(&Snapshot{Conflicts: map[string][]Conflict{}, Invalid: map[string]error{}})
 	return s
+}
+
+// Subscribe registers f to be called with the names of the SidecarSets whose Conflicts changed
+// in a publish. f is called with the Store's lock held: it must not block or call the Store.
+func (s *Store) Subscribe(f func(names []string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subscribers = append(s.subscribers, f)
 }
 
 // Load returns the current Snapshot. Callers must not modify it or anything it points to.
@@ -68,8 +108,13 @@ func (s *Store) Ready() bool {
 func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.sets[set.Name]; ok && old.Set.ResourceVersion == set.ResourceVersion && set.ResourceVersion != "" {
+	old, ok := s.sets[set.Name]
+	if ok && old.Set.ResourceVersion == set.ResourceVersion && set.ResourceVersion != "" {
 		return
+	}
+	// Status writes and label changes keep the generation: what conflicts stays the same.
+	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 {
+		s.forgetPairs(set.Name)
 	}
 	delete(s.sets, set.Name)
 	delete(s.invalid, set.Name)
@@ -87,19 +132,122 @@ func (s *Store) Delete(name string) {
 	defer s.mu.Unlock()
 	delete(s.sets, name)
 	delete(s.invalid, name)
+	s.forgetPairs(name)
 	s.publish()
 }
 
-func (s *Store) publish() {
-	snap := &Snapshot{Sets: make([]*inject.CompiledSet, 0, len(s.sets)), Invalid: make(map[string]error, len(s.invalid))}
-	for _, c := range s.sets {
-		snap.Sets = append(snap.Sets, c)
+func (s *Store) forgetPairs(name string) {
+	for other := range s.pairs[name] {
+		delete(s.pairs[other], name)
 	}
-	slices.SortFunc(snap.Sets, func(a, b *inject.CompiledSet) int { return strings.Compare(a.Name(), b.Name()) })
+	delete(s.pairs, name)
+}
+
+// conflicts returns what clashes between a and b, with paths into a's spec. Both directions
+// are computed and cached together (a clash is mutual: if a clashes with b, b clashes with a),
+// so forgetting either name drops both.
+func (s *Store) conflicts(a, b *inject.CompiledSet) []string {
+	if out, ok := s.pairs[a.Name()][b.Name()]; ok {
+		return out
+	}
+	ab := messages(validation.Conflicts(a.Set, b.Set))
+	var ba []string
+	if len(ab) > 0 {
+		ba = messages(validation.Conflicts(b.Set, a.Set))
+	}
+	s.cachePair(a.Name(), b.Name(), ab)
+	s.cachePair(b.Name(), a.Name(), ba)
+	return ab
+}
+
+func (s *Store) cachePair(a, b string, fields []string) {
+	if s.pairs[a] == nil {
+		s.pairs[a] = map[string][]string{}
+	}
+	s.pairs[a][b] = fields
+}
+
+func messages(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func (s *Store) publish() {
+	snap := &Snapshot{Valid: make([]*inject.CompiledSet, 0, len(s.sets)), Invalid: make(map[string]error, len(s.invalid))}
+	for _, c := range s.sets {
+		snap.Valid = append(snap.Valid, c)
+	}
+	var stopped sets.Set[string]
+	snap.Conflicts, stopped = s.resolve(snap.Valid)
+	slices.SortFunc(snap.Valid, byName)
+	snap.Sets = make([]*inject.CompiledSet, 0, len(snap.Valid)-stopped.Len())
+	for _, c := range snap.Valid {
+		if !stopped.Has(c.Name()) {
+			snap.Sets = append(snap.Sets, c)
+		}
+	}
 	for n, err := range s.invalid {
 		snap.Invalid[n] = err
 	}
-	s.current.Store(snap)
+	prev := s.current.Swap(snap)
+	if changed := changedConflicts(prev.Conflicts, snap.Conflicts); len(changed) > 0 {
+		for _, f := range s.subscribers {
+			f(changed)
+		}
+	}
+}
+
+// resolve finds every conflicting pair and stops the newer set of each: sets are taken oldest
+// first (creation time, then name), and a set is stopped when it conflicts with an older set
+// that injects. A set stopped by one conflict cannot stop a newer one: it injects nothing.
+func (s *Store) resolve(valid []*inject.CompiledSet) (map[string][]Conflict, sets.Set[string]) {
+	byAge := slices.Clone(valid)
+	slices.SortFunc(byAge, func(a, b *inject.CompiledSet) int {
+		if c := a.Set.CreationTimestamp.Compare(b.Set.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return byName(a, b)
+	})
+	out := map[string][]Conflict{}
+	stopped := sets.New[string]()
+	var injecting []*inject.CompiledSet
+	for _, c := range byAge {
+		for _, older := range injecting {
+			if fields := s.conflicts(c, older); len(fields) > 0 {
+				stopped.Insert(c.Name())
+				out[c.Name()] = append(out[c.Name()], Conflict{With: older.Name(), Stopped: true, Fields: fields})
+				out[older.Name()] = append(out[older.Name()], Conflict{With: c.Name(), Fields: s.conflicts(older, c)})
+			}
+		}
+		if !stopped.Has(c.Name()) {
+			injecting = append(injecting, c)
+		}
+	}
+	for _, list := range out {
+		slices.SortFunc(list, func(a, b Conflict) int { return strings.Compare(a.With, b.With) })
+	}
+	return out, stopped
+}
+
+func byName(a, b *inject.CompiledSet) int { return strings.Compare(a.Name(), b.Name()) }
+
+// changedConflicts returns, sorted, the names whose conflicts differ between two snapshots.
+func changedConflicts(before, after map[string][]Conflict) []string {
+	changed := sets.New[string]()
+	for name, list := range after {
+		if !reflect.DeepEqual(list, before[name]) {
+			changed.Insert(name)
+		}
+	}
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			changed.Insert(name)
+		}
+	}
+	return sets.List(changed)
 }
 
 // EventHandler feeds the Store from a SidecarSet informer.

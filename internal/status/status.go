@@ -2,29 +2,53 @@ package status
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/internal/validation"
 )
 
 // Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
 type Counts struct {
-	Matched, Updated, Ready, UpdatedReady int32
+	Matched, Excluded, Updated, Ready, UpdatedReady int32
+}
+
+// Scope is where the pod webhook injects: everywhere but kube-system, the operator's own
+// namespace and namespaces labelled sidecarset.io/injection=disabled (the webhook
+// configuration's namespaceSelector, and the injector's own check).
+type Scope struct {
+	// ExcludedNamespaces are never injected, whatever their labels.
+	ExcludedNamespaces sets.Set[string]
+}
+
+// Excludes reports whether the webhook never injects pods of the namespace.
+func (s Scope) Excludes(namespace string, labels map[string]string) bool {
+	return s.ExcludedNamespaces.Has(namespace) ||
+		labels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled
 }
 
 // Count classifies the Pods against one SidecarSet. namespaceLabels returns the labels of a
-// namespace by name (only called when the set has a namespace selector).
-func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string) Counts {
+// namespace by name.
+func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) Counts {
 	var c Counts
 	for _, pod := range pods {
 		if !Live(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
 			continue
 		}
-		if set.HasNamespaceSelector() && !set.SelectsNamespace(namespaceLabels(pod.Namespace)) {
+		nsLabels := namespaceLabels(pod.Namespace)
+		if set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
+			continue
+		}
+		if scope.Excludes(pod.Namespace, nsLabels) {
+			c.Excluded++
 			continue
 		}
 		c.Matched++
@@ -61,12 +85,15 @@ func PodReady(pod *corev1.Pod) bool {
 
 // Compute returns the status a SidecarSet should have: the counts, its hash, the generation
 // they describe, and the conditions (old conditions keep their transition time when their
-// status does not change; new transitions get now).
-func Compute(set *inject.CompiledSet, counts Counts, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+// status does not change; new transitions get now). conflicts are the set's clashes with
+// other SidecarSets (snapshot.Snapshot.Conflicts). Equal inputs give equal statuses, so a
+// reconcile that finds nothing new writes nothing.
+func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Conflict, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
 	gen := set.Set.Generation
 	st := appsv1alpha1.SidecarSetStatus{
 		ObservedGeneration: gen,
 		MatchedPods:        counts.Matched,
+		ExcludedPods:       counts.Excluded,
 		UpdatedPods:        counts.Updated,
 		ReadyPods:          counts.Ready,
 		UpdatedReadyPods:   counts.UpdatedReady,
@@ -76,7 +103,8 @@ func Compute(set *inject.CompiledSet, counts Counts, old []metav1.Condition, now
 		st.Conditions = append(st.Conditions, *old[i].DeepCopy())
 	}
 	meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionInvalid)
-	for _, c := range conditions(set, counts) {
+	meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionConflict)
+	for _, c := range conditions(set, counts, conflicts) {
 		c.ObservedGeneration = gen
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
@@ -85,8 +113,19 @@ func Compute(set *inject.CompiledSet, counts Counts, old []metav1.Condition, now
 }
 
 // Invalid returns the status of a SidecarSet that cannot be compiled: no counts (it selects
-// nothing) and the Invalid condition with the reason.
+// nothing) and the Invalid condition with the reason. The reason is what validation finds,
+// sorted (its selector checks walk maps, whose order changes from call to call), so the
+// message is the same on every reconcile; err is the fallback.
 func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+	reason := err.Error()
+	if errs := validation.ValidateSidecarSet(set, nil); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		slices.Sort(msgs)
+		reason = fmt.Sprintf("SidecarSet %q: %s", set.Name, strings.Join(slices.Compact(msgs), "; "))
+	}
 	st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
 	for i := range set.Status.Conditions {
 		if set.Status.Conditions[i].Type == appsv1alpha1.ConditionInvalid {
@@ -95,13 +134,13 @@ func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alp
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: appsv1alpha1.ConditionInvalid, Status: metav1.ConditionTrue, Reason: "InvalidSpec",
-		Message: err.Error() + "; it injects nothing until the spec is fixed", ObservedGeneration: set.Generation,
+		Message: reason + "; it injects nothing until the spec is fixed", ObservedGeneration: set.Generation,
 		LastTransitionTime: now,
 	})
 	return st
 }
 
-func conditions(set *inject.CompiledSet, c Counts) []metav1.Condition {
+func conditions(set *inject.CompiledSet, c Counts, conflicts []snapshot.Conflict) []metav1.Condition {
 	paused := metav1.Condition{Type: appsv1alpha1.ConditionPaused, Status: metav1.ConditionFalse,
 		Reason: "Injecting", Message: "New matching pods are injected"}
 	if set.Set.Spec.InjectionStrategy.Paused {
@@ -112,7 +151,7 @@ func conditions(set *inject.CompiledSet, c Counts) []metav1.Condition {
 		Reason: "AllPodsUpdated", Message: fmt.Sprintf("All %d matched pods carry hash %s", c.Matched, set.Hash)}
 	switch {
 	case c.Matched == 0:
-		updated.Reason, updated.Message = "NoMatchedPods", noMatchMessage(set)
+		updated.Reason, updated.Message = "NoMatchedPods", noMatchMessage(set, c)
 	case c.Updated < c.Matched:
 		updated.Status, updated.Reason = metav1.ConditionFalse, "PodsOutdated"
 		updated.Message = fmt.Sprintf("%d of %d matched pods were not injected with hash %s; recreate them (for example kubectl rollout restart) to pick up the current spec",
@@ -122,20 +161,47 @@ func conditions(set *inject.CompiledSet, c Counts) []metav1.Condition {
 		Reason: "AllPodsReady", Message: fmt.Sprintf("All %d matched pods are injected and Ready", c.Matched)}
 	switch {
 	case c.Matched == 0:
-		ready.Reason, ready.Message = "NoMatchedPods", noMatchMessage(set)
+		ready.Reason, ready.Message = "NoMatchedPods", noMatchMessage(set, c)
 	case c.Ready < c.Matched:
 		ready.Status, ready.Reason = metav1.ConditionFalse, "PodsNotReady"
 		ready.Message = fmt.Sprintf("%d of %d matched pods are not both injected and Ready", c.Matched-c.Ready, c.Matched)
 	}
-	return []metav1.Condition{paused, updated, ready}
+	out := []metav1.Condition{paused, updated, ready}
+	if len(conflicts) > 0 {
+		out = append(out, conflictCondition(conflicts))
+	}
+	return out
+}
+
+// conflictCondition says which SidecarSets this one clashes with, on which fields, and which
+// of the two injects.
+func conflictCondition(conflicts []snapshot.Conflict) metav1.Condition {
+	cond := metav1.Condition{Type: appsv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: "ConflictWithNewer"}
+	var msgs []string
+	for _, c := range conflicts {
+		fields := strings.Join(c.Fields, "; ")
+		if c.Stopped {
+			cond.Reason = "StoppedByConflict"
+			msgs = append(msgs, fmt.Sprintf("injects nothing while it conflicts with the older SidecarSet %q, which keeps injecting (%s)", c.With, fields))
+		} else {
+			msgs = append(msgs, fmt.Sprintf("the newer SidecarSet %q conflicts with this one and injects nothing until the conflict is resolved (%s)", c.With, fields))
+		}
+	}
+	cond.Message = strings.Join(msgs, "; ") + ". Resolve it by renaming, making the definitions equal, or making the selectors disjoint"
+	return cond
 }
 
 // noMatchMessage answers "why is MATCHED 0?" with what a pod needs.
-func noMatchMessage(set *inject.CompiledSet) string {
+func noMatchMessage(set *inject.CompiledSet, c Counts) string {
 	msg := fmt.Sprintf("No pod matches: a pod needs the label %s=%s and labels matching spec.selector (%s)",
 		appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue, metav1.FormatLabelSelector(set.Set.Spec.Selector))
 	if set.Set.Spec.NamespaceSelector != nil {
 		msg += fmt.Sprintf(", in a namespace matching spec.namespaceSelector (%s)", metav1.FormatLabelSelector(set.Set.Spec.NamespaceSelector))
+	}
+	msg += fmt.Sprintf(", outside kube-system, the operator's namespace and namespaces labelled %s=%s",
+		appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled)
+	if c.Excluded > 0 {
+		msg += fmt.Sprintf("; %d selected pods are in such excluded namespaces (status.excludedPods)", c.Excluded)
 	}
 	return msg
 }

@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
 // compiledSet compiles a SidecarSet selecting app=demo (and namespaces with nsLabels when
@@ -95,7 +97,9 @@ func TestCount(t *testing.T) {
 		t.Fatalf("the namespace selector changed the hash: %s != %s", plain.Hash, scoped.Hash)
 	}
 	current := map[string]string{"log-agent": plain.Hash}
-	namespaces := map[string]map[string]string{"shop": {"team": "shop"}, "other": {"team": "other"}}
+	namespaces := map[string]map[string]string{"shop": {"team": "shop"}, "other": {"team": "other"},
+		"opted-out":   {"team": "shop", appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled},
+		"kube-system": {"team": "shop"}}
 	tests := []struct {
 		name string
 		set  *inject.CompiledSet
@@ -157,6 +161,21 @@ func TestCount(t *testing.T) {
 		{name: "namespace unknown to the cache", set: scoped,
 			pods: []*corev1.Pod{testPod(injectedWith(current), inNamespace("gone"))},
 			want: Counts{}},
+		{name: "kube-system is excluded", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("kube-system"))},
+			want: Counts{Excluded: 1}},
+		{name: "the operator's namespace is excluded", set: scoped,
+			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("sidecarset-system"))},
+			want: Counts{}},
+		{name: "a namespace that opted out is excluded", set: scoped,
+			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("opted-out"))},
+			want: Counts{Excluded: 1}},
+		{name: "opted out, but the namespace selector does not match", set: compiledSet(t, "log-agent", map[string]string{"team": "db"}),
+			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("opted-out"))},
+			want: Counts{}},
+		{name: "excluded but not selected", set: plain,
+			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("kube-system"), label("app", "other"))},
+			want: Counts{}},
 		{name: "mixed", set: scoped, pods: []*corev1.Pod{
 			testPod(injectedWith(current), ready(corev1.ConditionTrue)),                                      // all four
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("other")),                // namespace
@@ -165,17 +184,13 @@ func TestCount(t *testing.T) {
 			testPod(ready(corev1.ConditionTrue)),                                                             // matched
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), phase(corev1.PodSucceeded)),          // finished
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), label(appsv1alpha1.InjectLabel, "")), // not opted in
-		}, want: Counts{Matched: 4, Updated: 2, Ready: 2, UpdatedReady: 1}},
+			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
+		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nsLabels := func(name string) map[string]string {
-				if !tt.set.HasNamespaceSelector() {
-					t.Errorf("namespace %s looked up for a SidecarSet without a namespace selector", name)
-				}
-				return namespaces[name]
-			}
-			if got := Count(tt.set, tt.pods, nsLabels); got != tt.want {
+			nsLabels := func(name string) map[string]string { return namespaces[name] }
+			if got := Count(tt.set, tt.pods, nsLabels, testScope); got != tt.want {
 				t.Errorf("Count = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -208,6 +223,9 @@ func TestLiveAndPodReady(t *testing.T) {
 	}
 }
 
+// testScope excludes what a deployment in sidecarset-system does.
+var testScope = Scope{ExcludedNamespaces: sets.New("kube-system", "sidecarset-system")}
+
 // cond is a condition as Compute writes it, at generation 3.
 func cond(typ string, status metav1.ConditionStatus, reason string, at metav1.Time) metav1.Condition {
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, ObservedGeneration: 3, LastTransitionTime: at}
@@ -222,7 +240,8 @@ func TestComputeConditions(t *testing.T) {
 		counts Counts
 		want   []metav1.Condition // compared without their messages
 		// messages maps condition types to substrings their message must hold.
-		messages map[string][]string
+		messages  map[string][]string
+		conflicts []snapshot.Conflict
 	}{{
 		name: "all updated and Ready", set: compiledSet(t, "log-agent", nil),
 		counts: Counts{Matched: 4, Updated: 4, Ready: 4, UpdatedReady: 4},
@@ -274,10 +293,50 @@ func TestComputeConditions(t *testing.T) {
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)", "spec.namespaceSelector (team=shop)"},
 		},
+	}, {
+		name: "no matched pods, some excluded", set: compiledSet(t, "log-agent", nil),
+		counts: Counts{Excluded: 2},
+		want: []metav1.Condition{
+			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
+			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
+		},
+		messages: map[string][]string{
+			appsv1alpha1.ConditionPodsUpdated: {"2 selected pods are in such excluded namespaces (status.excludedPods)", "sidecarset.io/injection=disabled"},
+		},
+	}, {
+		name: "stopped by a conflict with an older set", set: compiledSet(t, "log-agent", nil),
+		counts:    Counts{Matched: 1},
+		conflicts: []snapshot.Conflict{{With: "mesh", Stopped: true, Fields: []string{`spec.containers[0].name: Invalid value: "proxy": clash`}}},
+		want: []metav1.Condition{
+			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionFalse, "PodsOutdated", now),
+			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionFalse, "PodsNotReady", now),
+			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "StoppedByConflict", now),
+		},
+		messages: map[string][]string{
+			appsv1alpha1.ConditionConflict: {`injects nothing while it conflicts with the older SidecarSet "mesh"`, `spec.containers[0].name: Invalid value: "proxy": clash`},
+		},
+	}, {
+		name: "the older set of two conflicts", set: compiledSet(t, "log-agent", nil),
+		counts: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1},
+		conflicts: []snapshot.Conflict{
+			{With: "a-new", Fields: []string{"spec.volumes[0].name: x"}},
+			{With: "b-new", Fields: []string{"spec.containers[0].ports[0].hostPort: y"}},
+		},
+		want: []metav1.Condition{
+			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
+			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
+			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "ConflictWithNewer", now),
+		},
+		messages: map[string][]string{
+			appsv1alpha1.ConditionConflict: {`the newer SidecarSet "a-new" conflicts with this one and injects nothing until the conflict is resolved (spec.volumes[0].name: x); the newer SidecarSet "b-new"`},
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := Compute(tt.set, tt.counts, nil, now)
+			st := Compute(tt.set, tt.counts, tt.conflicts, nil, now)
 			assertConditions(t, st.Conditions, tt.want)
 			for typ, subs := range tt.messages {
 				c := meta.FindStatusCondition(st.Conditions, typ)
@@ -287,7 +346,7 @@ func TestComputeConditions(t *testing.T) {
 					}
 				}
 			}
-			want := appsv1alpha1.SidecarSetStatus{ObservedGeneration: 3, MatchedPods: tt.counts.Matched, UpdatedPods: tt.counts.Updated,
+			want := appsv1alpha1.SidecarSetStatus{ObservedGeneration: 3, MatchedPods: tt.counts.Matched, ExcludedPods: tt.counts.Excluded, UpdatedPods: tt.counts.Updated,
 				ReadyPods: tt.counts.Ready, UpdatedReadyPods: tt.counts.UpdatedReady, Hash: tt.set.Hash, Conditions: st.Conditions}
 			if !equality.Semantic.DeepEqual(st, want) {
 				t.Errorf("status (-want +got):\n%s", diff.Diff(want, st))
@@ -314,7 +373,7 @@ func TestComputeTransitions(t *testing.T) {
 		oldCopy[i] = *old[i].DeepCopy()
 	}
 
-	st := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, old, now)
+	st := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, old, now)
 
 	assertConditions(t, st.Conditions, []metav1.Condition{
 		cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", then),        // same status
@@ -331,7 +390,7 @@ func TestComputeTransitions(t *testing.T) {
 	}
 
 	// A second pass with the same counts changes nothing, however late.
-	again := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, st.Conditions, metav1.NewTime(now.Add(time.Hour)))
+	again := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, st.Conditions, metav1.NewTime(now.Add(time.Hour)))
 	if !equality.Semantic.DeepEqual(again, st) {
 		t.Errorf("recomputing with the same counts changed the status:\n%s", diff.Diff(st, again))
 	}
@@ -377,12 +436,12 @@ func BenchmarkCount(b *testing.B) {
 		pods, namespaces := benchPods(set.Hash)
 		nsLabels := func(name string) map[string]string { return namespaces[name] }
 		b.Run(bc.name, func(b *testing.B) {
-			if c := Count(set, pods, nsLabels); c.Matched == 0 || c.Updated == 0 || c.Ready == 0 {
+			if c := Count(set, pods, nsLabels, testScope); c.Matched == 0 || c.Updated == 0 || c.Ready == 0 {
 				b.Fatalf("benchmark pods count as %+v", c)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				Count(set, pods, nsLabels)
+				Count(set, pods, nsLabels, testScope)
 			}
 		})
 	}
@@ -437,8 +496,51 @@ func TestInvalid(t *testing.T) {
 		!strings.Contains(got.Message, "bad operator") || !got.LastTransitionTime.Equal(&now) {
 		t.Errorf("condition = %+v", got)
 	}
-	valid := Compute(c, Counts{}, st.Conditions, now)
+	valid := Compute(c, Counts{}, nil, st.Conditions, now)
 	if meta.FindStatusCondition(valid.Conditions, appsv1alpha1.ConditionInvalid) != nil {
 		t.Errorf("Compute kept the Invalid condition: %+v", valid.Conditions)
+	}
+}
+
+// TestInvalidMessageIsStable: a selector with several invalid labels used to give whichever
+// error the map walk met first, so every reconcile rewrote the condition. The message lists
+// every error, sorted, and is the same on every call.
+func TestInvalidMessageIsStable(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	set := compiledSet(t, "agent", nil).Set.DeepCopy()
+	set.Spec.Selector.MatchLabels = map[string]string{"a/b/c": "x", "-bad": "y", "ok": "not valid!", "z z": "w"}
+	_, err := inject.Compile(set)
+	if err == nil {
+		t.Fatal("the set compiles; the test needs one that does not")
+	}
+	first := Invalid(set, err, now)
+	msg := first.Conditions[0].Message
+	for _, want := range []string{`"a/b/c"`, `"-bad"`, `"not valid!"`, `"z z"`, "spec.selector.matchLabels"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not mention %s", msg, want)
+		}
+	}
+	for range 50 {
+		_, err := inject.Compile(set)
+		if again := Invalid(set, err, now); !equality.Semantic.DeepEqual(again, first) {
+			t.Fatalf("Invalid changed between calls:\n%s", diff.Diff(first, again))
+		}
+	}
+}
+
+// TestConflictConditionGoesAway: once the conflict is resolved the condition is removed, and
+// the status is otherwise what it was before the conflict.
+func TestConflictConditionGoesAway(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	set := compiledSet(t, "agent", nil)
+	counts := Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}
+	before := Compute(set, counts, nil, nil, now)
+	during := Compute(set, counts, []snapshot.Conflict{{With: "x", Fields: []string{"f"}}}, before.Conditions, now)
+	if meta.FindStatusCondition(during.Conditions, appsv1alpha1.ConditionConflict) == nil {
+		t.Fatalf("no Conflict condition: %+v", during.Conditions)
+	}
+	after := Compute(set, counts, nil, during.Conditions, now)
+	if !equality.Semantic.DeepEqual(after, before) {
+		t.Errorf("status after the conflict (-before +after):\n%s", diff.Diff(before, after))
 	}
 }

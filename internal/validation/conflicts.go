@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // validateConflicts refuses what would clash in a Pod that set and another SidecarSet both
-// select: a container name injected twice, or a volume name with two definitions. Sets that
-// can never select the same Pod never conflict, however alike their contents.
+// select: a container name injected twice, a volume name with two definitions, or a host port
+// bound twice. Sets that can never select the same Pod never conflict, however alike their
+// contents.
 func validateConflicts(set *appsv1alpha1.SidecarSet, others []appsv1alpha1.SidecarSet, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range others {
@@ -27,19 +29,32 @@ func validateConflicts(set *appsv1alpha1.SidecarSet, others []appsv1alpha1.Sidec
 				"cannot tell whether SidecarSet %q selects the same Pods, its %w; fix or delete SidecarSet %q", other.Name, err, other.Name)))
 			continue
 		}
-		overlap, err := SetsOverlap(&set.Spec, &other.Spec)
-		if err != nil {
-			// Not expected: the caller checked set's selectors and the lines above the other's.
-			errs = append(errs, field.InternalError(path.Child("selector"), fmt.Errorf(
-				"deciding whether SidecarSet %q selects the same Pods: %w", other.Name, err)))
-			continue
-		}
-		if overlap {
-			errs = append(errs, containerConflicts(&set.Spec, other, path)...)
-			errs = append(errs, volumeConflicts(set.Spec.Volumes, other, path.Child("volumes"))...)
-		}
+		errs = append(errs, conflicts(set, other, path)...)
 	}
 	return errs
+}
+
+// Conflicts returns what would clash in a Pod that both SidecarSets select (container names,
+// volume definitions, host ports), with paths into set's spec; nil when their selectors are
+// disjoint. Validation refuses such a pair when the second set is written, but two writes that
+// race each other are both validated against a view without the other; the reconciler uses
+// Conflicts to find such pairs afterwards.
+func Conflicts(set, other *appsv1alpha1.SidecarSet) field.ErrorList {
+	return conflicts(set, other, field.NewPath("spec"))
+}
+
+func conflicts(set, other *appsv1alpha1.SidecarSet, path *field.Path) field.ErrorList {
+	overlap, err := SetsOverlap(&set.Spec, &other.Spec)
+	if err != nil {
+		return field.ErrorList{field.InternalError(path.Child("selector"), fmt.Errorf(
+			"deciding whether SidecarSet %q selects the same Pods: %w", other.Name, err))}
+	}
+	if !overlap {
+		return nil
+	}
+	errs := containerConflicts(&set.Spec, other, path)
+	errs = append(errs, volumeConflicts(set.Spec.Volumes, other, path.Child("volumes"))...)
+	return append(errs, hostPortConflicts(&set.Spec, other, path.Child("containers"))...)
 }
 
 // containerConflicts reports every container or init container of spec whose name the other
@@ -67,12 +82,14 @@ func containerConflicts(spec *appsv1alpha1.SidecarSetSpec, other *appsv1alpha1.S
 
 // volumeConflicts reports every volume of ours that the other SidecarSet defines differently
 // under the same name. The same definition is fine: the engine adds such a volume once.
+// Definitions are compared as the API server stores them (Kubernetes' own defaulting), so a
+// field one set leaves to its default and the other spells out is no conflict.
 func volumeConflicts(volumes []corev1.Volume, other *appsv1alpha1.SidecarSet, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range volumes {
 		v := &volumes[i]
 		theirs := findVolume(other.Spec.Volumes, v.Name)
-		if theirs != nil && !equality.Semantic.DeepEqual(*v, *theirs) {
+		if theirs != nil && !equality.Semantic.DeepEqual(podrules.DefaultedVolume(v), podrules.DefaultedVolume(theirs)) {
 			errs = append(errs, field.Invalid(path.Index(i).Child("name"), v.Name, fmt.Sprintf(
 				"SidecarSet %q defines a volume named %q differently and both can select the same Pods; use the same definition, rename the volume, or make the selectors of the two SidecarSets disjoint",
 				other.Name, v.Name)))
@@ -88,4 +105,35 @@ func findVolume(volumes []corev1.Volume, name string) *corev1.Volume {
 		}
 	}
 	return nil
+}
+
+// hostPortConflicts reports every host port a container of ours binds that a container of the
+// other SidecarSet binds too (same protocol, host IP and port, after defaulting): a Pod can
+// bind a host port once. Only regular containers count, as in the API server's check: init
+// containers never run beside them.
+func hostPortConflicts(spec *appsv1alpha1.SidecarSetSpec, other *appsv1alpha1.SidecarSet, path *field.Path) field.ErrorList {
+	theirs := map[string]string{} // host port key -> where the other SidecarSet binds it
+	for i := range other.Spec.Containers {
+		for pi, p := range podrules.DefaultedContainer(&other.Spec.Containers[i].Container, false, false).Ports {
+			if p.HostPort != 0 {
+				theirs[hostPortKey(p)] = fmt.Sprintf("spec.containers[%d].ports[%d]", i, pi)
+			}
+		}
+	}
+	var errs field.ErrorList
+	for i := range spec.Containers {
+		for pi, p := range podrules.DefaultedContainer(&spec.Containers[i].Container, false, false).Ports {
+			if where, ok := theirs[hostPortKey(p)]; ok && p.HostPort != 0 {
+				errs = append(errs, field.Invalid(path.Index(i).Child("ports").Index(pi).Child("hostPort"), p.HostPort, fmt.Sprintf(
+					"SidecarSet %q also binds host port %s (its %s) and both can select the same Pods; a Pod binds a host port once, so change one of the ports or make the selectors of the two SidecarSets disjoint",
+					other.Name, hostPortKey(p), where)))
+			}
+		}
+	}
+	return errs
+}
+
+// hostPortKey names a host port as the API server tells them apart: protocol, host IP, port.
+func hostPortKey(p corev1.ContainerPort) string {
+	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
 }

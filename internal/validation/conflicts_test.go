@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -77,6 +78,26 @@ func TestValidateSidecarSetConflicts(t *testing.T) {
 		{name: "volume with a different definition in a disjoint set", others: []appsv1alpha1.SidecarSet{
 			withVolume(withSelector(otherSet("db"), matchLabels("tier", "db")), certs("db-certs")),
 		}},
+		{name: "volume the same once defaulted", others: []appsv1alpha1.SidecarSet{
+			withVolume(otherSet("tracing"), corev1.Volume{Name: "proxy-certs", VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: "mesh-certs", DefaultMode: ptr.To[int32](0o644)}}}),
+		}},
+		{name: "volume differing in a defaulted field", others: []appsv1alpha1.SidecarSet{
+			withVolume(otherSet("tracing"), corev1.Volume{Name: "proxy-certs", VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: "mesh-certs", DefaultMode: ptr.To[int32](0o400)}}}),
+		}, want: []wantErr{{"spec.volumes[1].name", field.ErrorTypeInvalid}}},
+		{name: "host port bound by an overlapping set", mutate: hostPort(9100, ""), others: []appsv1alpha1.SidecarSet{
+			withHostPort(otherSet("node-exporter", "exporter"), 9100, corev1.ProtocolTCP),
+		}, want: []wantErr{{"spec.containers[0].ports[0].hostPort", field.ErrorTypeInvalid}}, detail: `SidecarSet "node-exporter" also binds host port TCP//9100 (its spec.containers[0].ports[0])`},
+		{name: "host port on another protocol", mutate: hostPort(9100, ""), others: []appsv1alpha1.SidecarSet{
+			withHostPort(otherSet("node-exporter", "exporter"), 9100, corev1.ProtocolUDP),
+		}},
+		{name: "host port on another host IP", mutate: hostPort(9100, "127.0.0.1"), others: []appsv1alpha1.SidecarSet{
+			withHostPort(otherSet("node-exporter", "exporter"), 9100, corev1.ProtocolTCP),
+		}},
+		{name: "host port bound by a disjoint set", mutate: hostPort(9100, ""), others: []appsv1alpha1.SidecarSet{
+			withSelector(withHostPort(otherSet("node-exporter", "exporter"), 9100, corev1.ProtocolTCP), matchLabels("tier", "db")),
+		}},
 		{name: "other set with a selector that cannot be parsed", others: []appsv1alpha1.SidecarSet{
 			withSelector(otherSet("broken", "x"), expr(req("tier", in))),
 		}, want: []wantErr{{"spec.selector", field.ErrorTypeInternal}}, detail: `SidecarSet "broken" selects the same Pods, its spec.selector is invalid`},
@@ -86,4 +107,18 @@ func TestValidateSidecarSetConflicts(t *testing.T) {
 			otherSet("tracing", "log-agent"),
 		}, want: []wantErr{{"spec.selector.matchExpressions[0].operator", field.ErrorTypeInvalid}}},
 	})
+}
+
+// hostPort makes the set's first container bind a host port (protocol left to its default).
+func hostPort(port int32, hostIP string) func(*appsv1alpha1.SidecarSet) {
+	return func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Ports[0].HostPort, s.Spec.Containers[0].Ports[0].HostIP = port, hostIP
+		s.Spec.Containers[0].Ports[0].Protocol = ""
+	}
+}
+
+// withHostPort returns the SidecarSet with its first container binding a host port.
+func withHostPort(s appsv1alpha1.SidecarSet, port int32, protocol corev1.Protocol) appsv1alpha1.SidecarSet {
+	s.Spec.Containers[0].Ports = append(s.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 9100, HostPort: port, Protocol: protocol})
+	return s
 }

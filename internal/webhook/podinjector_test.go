@@ -45,6 +45,19 @@ func TestPodInjectorGolden(t *testing.T) {
 			h := goldenInjector(t, c)
 			req := rawRequest(t, mustMarshal(t, c.Pod), c.Pod.Namespace)
 			resp := handle(t, h, req)
+			if only, stopped := injectingCase(c, h); stopped {
+				// The engine refuses a pod two conflicting sets would inject; the snapshot
+				// stops the newer set of such a pair first, so the handler injects the older.
+				if want.Error == "" {
+					t.Fatalf("the store stopped a set of %s, whose golden is not a refusal", c.Name)
+				}
+				wantPod, err := enginePod(t, only)
+				if err != nil || !resp.Allowed {
+					t.Fatalf("with the newer set stopped: engine error %v, handler allowed %v (%+v)", err, resp.Allowed, resp.Result)
+				}
+				assertPod(t, decodePod(t, applyPatch(t, req, resp)), wantPod)
+				return
+			}
 			if want.Error != "" {
 				assertDenied(t, resp, want.Error)
 				return
@@ -727,9 +740,11 @@ func TestPodInjectorMatchesEngine(t *testing.T) {
 				c := c // each variant edits its own copy of the Pod
 				c.Pod = c.Pod.DeepCopy()
 				variant(c.Pod)
-				want, wantErr := enginePod(t, c)
+				h := goldenInjector(t, c)
+				only, _ := injectingCase(c, h)
+				want, wantErr := enginePod(t, only)
 				req := rawRequest(t, mustMarshal(t, c.Pod), namespace)
-				resp := handle(t, goldenInjector(t, c), req)
+				resp := handle(t, h, req)
 				if wantErr != nil {
 					assertDenied(t, resp, wantErr.Error())
 					return
@@ -744,6 +759,18 @@ func TestPodInjectorMatchesEngine(t *testing.T) {
 }
 
 // enginePod is the engine's answer for the case, from the whole Pod and every SidecarSet.
+// injectingCase returns the case with only the SidecarSets the handler's snapshot lets inject
+// (of two that conflict, the newer is stopped), and whether any was left out.
+func injectingCase(c injecttest.Case, h *PodInjector) (injecttest.Case, bool) {
+	snap := h.Sets.Load()
+	out := c
+	out.Sets = slices.DeleteFunc(slices.Clone(c.Sets), func(s *appsv1alpha1.SidecarSet) bool {
+		_, ok := snap.Get(s.Name)
+		return !ok
+	})
+	return out, len(out.Sets) < len(c.Sets)
+}
+
 func enginePod(t *testing.T, c injecttest.Case) (*corev1.Pod, error) {
 	t.Helper()
 	in := inject.Input{Pod: c.Pod}

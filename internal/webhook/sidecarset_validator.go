@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -28,8 +29,14 @@ func (v *SidecarSetValidator) ValidateCreate(ctx context.Context, set *appsv1alp
 	return nil, v.validate(ctx, set)
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *SidecarSetValidator) ValidateUpdate(ctx context.Context, _, set *appsv1alpha1.SidecarSet) (admission.Warnings, error) {
+// ValidateUpdate implements admission.Validator. An update that leaves the spec as it was
+// (labels, annotations, finalizers) is allowed: it changes nothing the operator acts on, and
+// refusing it would leave a set stored while the webhook was down, or one in a conflict that
+// got past validation, impossible to label or annotate until someone else fixes theirs.
+func (v *SidecarSetValidator) ValidateUpdate(ctx context.Context, old, set *appsv1alpha1.SidecarSet) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, set.Spec) {
+		return nil, nil
+	}
 	return nil, v.validate(ctx, set)
 }
 

@@ -116,16 +116,23 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 // controller-runtime's own metric.
 func webhookRequests(t *testing.T, path string) float64 {
 	t.Helper()
+	return metricSum(t, "controller_runtime_webhook_requests_total", "webhook", path)
+}
+
+// metricSum adds up the values of a metric family of this process (counters and gauges) over
+// the series whose label has the value.
+func metricSum(t *testing.T, family, label, value string) float64 {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	must(t, err)
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_webhook_requests_total" {
+		if f.GetName() != family {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelValue(m, "webhook") == path {
-				total += m.GetCounter().GetValue()
+			if labelValue(m, label) == value {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}

@@ -168,8 +168,10 @@ func waitForSet(t *testing.T, set *appsv1alpha1.SidecarSet) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
 			return false, err.Error()
 		}
-		seen, ok := op.Sets.Load().Get(set.Name)
-		if !ok || seen.Set.Generation != got.Generation {
+		// Valid: a set stopped by a conflict is observed too, it only injects nothing.
+		valid := op.Sets.Load().Valid
+		i := slices.IndexFunc(valid, func(c *inject.CompiledSet) bool { return c.Name() == set.Name })
+		if i < 0 || valid[i].Set.Generation != got.Generation {
 			return false, "not yet in the webhook's snapshot"
 		}
 		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("status.observedGeneration %d, generation %d",

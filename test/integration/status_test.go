@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -120,4 +121,127 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 	delete(nsObj.Labels, "tier")
 	must(t, k8s.Update(ctx, &nsObj))
 	waitForCounts(t, set, counts{})
+}
+
+// TestStatusIsNotRewrittenWhenNothingChanged: a reconcile that finds nothing new writes
+// nothing. Every write is an event that reconciles the set again, so a status field that
+// differs from one computation to the next (the Invalid message used to come from a map walk)
+// makes the operator rewrite status forever. Each round triggers reconciles of both sets (a
+// label on the set, a label on a namespace), waits until the controller is idle, and checks
+// that the sets' resourceVersions did not move.
+func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
+	ns := newNamespace(t, nil)
+	valid := createSet(t, sidecarSet("steady-valid", "steady"))
+	waitForSet(t, valid)
+	must(t, k8s.Create(ctx, appPod(ns, "steady-0", "steady", true)))
+	waitForCounts(t, valid, counts{matched: 1, updated: 1})
+
+	invalid := sidecarSet("steady-invalid", "steady-other")
+	invalid.Spec.Selector.MatchLabels = map[string]string{"a/b/c": "x", "-bad": "y", "ok": "not valid!", "z z": "w"}
+	withoutSidecarSetValidation(t, func() {
+		eventually(t, "the API server to store "+invalid.Name+" without validating it", func() (bool, string) {
+			err := k8s.Create(ctx, invalid)
+			return err == nil, fmt.Sprint(err)
+		})
+	})
+	t.Cleanup(func() { deleteIgnoreNotFound(t, invalid) })
+	eventually(t, invalid.Name+" to be marked Invalid", func() (bool, string) {
+		var got appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(invalid), &got))
+		c := meta.FindStatusCondition(got.Status.Conditions, appsv1alpha1.ConditionInvalid)
+		return c != nil && contains(c.Message, `"a/b/c"`, `"-bad"`, `"z z"`), fmt.Sprintf("%+v", c)
+	})
+
+	for round := range 5 {
+		reconciles := metricSum(t, "controller_runtime_reconcile_total", "controller", "sidecarset")
+		rvs := map[string]string{}
+		for _, set := range []*appsv1alpha1.SidecarSet{valid, invalid} {
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"round":"%d"}}}`, round))
+			var got appsv1alpha1.SidecarSet
+			got.Name = set.Name
+			must(t, k8s.Patch(ctx, &got, patch))
+			rvs[set.Name] = got.ResourceVersion
+		}
+		var nsObj corev1.Namespace
+		must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
+		nsObj.Labels["round"] = fmt.Sprint(round)
+		must(t, k8s.Update(ctx, &nsObj))
+		waitUntilReconcilerIdle(t, rvs, reconciles+2)
+		for name, rv := range rvs {
+			var got appsv1alpha1.SidecarSet
+			must(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &got))
+			if got.ResourceVersion != rv {
+				t.Errorf("round %d: SidecarSet %s was written after its reconcile found nothing new (resourceVersion %s -> %s); status now %+v",
+					round, name, rv, got.ResourceVersion, got.Status)
+			}
+		}
+	}
+}
+
+// waitUntilReconcilerIdle waits until the operator's cache holds the sets at the given
+// resourceVersions, the SidecarSet controller has finished at least minReconciles reconciles
+// in all, and its queue stays empty with no reconcile in flight for three polls in a row (an
+// event reaches the cache a moment before the controller queues it).
+func waitUntilReconcilerIdle(t *testing.T, rvs map[string]string, minReconciles float64) {
+	t.Helper()
+	idle := 0
+	eventually(t, "the SidecarSet controller to be idle", func() (bool, string) {
+		for name, rv := range rvs {
+			var cached appsv1alpha1.SidecarSet
+			if err := op.Cache.Get(ctx, client.ObjectKey{Name: name}, &cached); err != nil || cached.ResourceVersion != rv {
+				return false, fmt.Sprintf("cache has %s at %q, want %s (%v); a later version means the operator wrote it again", name, cached.ResourceVersion, rv, err)
+			}
+		}
+		depth := metricSum(t, "workqueue_depth", "controller", "sidecarset")
+		active := metricSum(t, "controller_runtime_active_workers", "controller", "sidecarset")
+		done := metricSum(t, "controller_runtime_reconcile_total", "controller", "sidecarset")
+		if depth != 0 || active != 0 || done < minReconciles {
+			idle = 0
+		} else {
+			idle++
+		}
+		return idle >= 3, fmt.Sprintf("queue depth %v, active workers %v, %v of %v reconciles", depth, active, done, minReconciles)
+	})
+}
+
+// TestStatusCountsExcludedPods: pods the webhook never serves (a namespace labelled
+// sidecarset.io/injection=disabled, kube-system) are not matched, and status says how many
+// there are; once the namespace opts back in, its pods count as matched (not yet injected).
+func TestStatusCountsExcludedPods(t *testing.T) {
+	ns := newNamespace(t, map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled})
+	set := createSet(t, sidecarSet("status-excluded", "ledger"))
+	waitForSet(t, set)
+	pod := appPod(ns, "ledger-0", "ledger", true)
+	must(t, k8s.Create(ctx, pod))
+	if got := getPod(t, pod); len(got.Spec.Containers) != 1 {
+		t.Fatalf("a pod in a namespace that opted out was injected: %v", containerNames(got.Spec.Containers))
+	}
+	system := appPod(metav1.NamespaceSystem, "ledger-system", "ledger", true)
+	ensureDefaultServiceAccount(t, metav1.NamespaceSystem)
+	must(t, k8s.Create(ctx, system))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, system) })
+
+	waitForExcluded := func(matched, excluded int32) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("matched %d, excluded %d", matched, excluded), func() (bool, string) {
+			var got appsv1alpha1.SidecarSet
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
+			return got.Status.MatchedPods == matched && got.Status.ExcludedPods == excluded,
+				fmt.Sprintf("matched %d, excluded %d", got.Status.MatchedPods, got.Status.ExcludedPods)
+		})
+	}
+	waitForExcluded(0, 2)
+	var got appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
+	if c := meta.FindStatusCondition(got.Status.Conditions, appsv1alpha1.ConditionPodsUpdated); c == nil ||
+		!contains(c.Message, "2 selected pods are in such excluded namespaces") {
+		t.Errorf("PodsUpdated should say why nothing matches, got %+v", c)
+	}
+
+	var nsObj corev1.Namespace
+	must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
+	delete(nsObj.Labels, appsv1alpha1.NamespaceInjectionLabel)
+	must(t, k8s.Update(ctx, &nsObj))
+	waitForExcluded(1, 1)
+	waitForCounts(t, set, counts{matched: 1})
 }
