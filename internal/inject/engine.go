@@ -259,11 +259,17 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 // already binds (the API server refuses such a Pod with a bare duplicate-value error; init
 // containers run one at a time and are checked alone).
 func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
+	if len(sidecar.Ports) == 0 {
+		return nil // the common case: nothing to default, nothing to compare
+	}
 	mine := podrules.DefaultedContainer(sidecar, false, b.pod.Spec.HostNetwork)
-	holders := b.containersWithHostPorts()
+	var holders map[string]string // computed once, and only for a sidecar that binds a host port
 	for pi, p := range mine.Ports {
 		if p.HostPort == 0 {
 			continue
+		}
+		if holders == nil {
+			holders = b.containersWithHostPorts()
 		}
 		key := hostPortKey(p)
 		if holder, ok := holders[key]; ok {

@@ -99,7 +99,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		return skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
 	pod := headPod(view)
-	if needsFull(view, fullNames(candidates, meta.Annotations)) {
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || bindsHostPort(candidates, view.Spec.HostNetwork) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)

@@ -35,12 +35,12 @@ type podView[C, V any] struct {
 }
 
 // containerHead is what injection reads of a container it only injects next to: its name
-// (clashes), ports (host-port clashes), env (transferEnv) and volume mounts (shareVolumePolicy).
+// (clashes), env (transferEnv) and volume mounts (shareVolumePolicy). Ports are read only
+// when a sidecar binds a host port (see bindsHostPort), from the full view.
 type containerHead struct {
-	Name         string                 `json:"name"`
-	Ports        []corev1.ContainerPort `json:"ports,omitempty"`
-	Env          []corev1.EnvVar        `json:"env,omitempty"`
-	VolumeMounts []corev1.VolumeMount   `json:"volumeMounts,omitempty"`
+	Name         string               `json:"name"`
+	Env          []corev1.EnvVar      `json:"env,omitempty"`
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 }
 
 // volumeHead is what injection reads of a volume it only adds volumes next to.
@@ -102,7 +102,7 @@ func heads(in []containerHead) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Ports: in[i].Ports, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
+		out[i] = corev1.Container{Name: in[i].Name, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
 	}
 	return out
 }
@@ -118,6 +118,23 @@ func fullPod(v *fullView) *corev1.Pod {
 func (m *podMeta) pod() *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
 		Labels: m.Labels, Annotations: m.Annotations}}
+}
+
+// bindsHostPort reports whether a candidate set injects a container that binds a host port
+// (any port, on a host-network pod, where the host port defaults to the container port): the
+// engine then compares it with the pod's containers' ports, which only the full view holds.
+// Decoding ports for every pod cost a quarter more time per admission (BenchmarkPodInjector), for a rare case.
+func bindsHostPort(candidates []*inject.CompiledSet, hostNetwork bool) bool {
+	for _, c := range candidates {
+		for i := range c.Set.Spec.Containers {
+			for _, p := range c.Set.Spec.Containers[i].Ports {
+				if p.HostPort != 0 || hostNetwork {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // fullNames are the container and volume names the engine may compare definitions of: what

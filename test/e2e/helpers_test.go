@@ -117,15 +117,22 @@ type counts struct{ matched, updated, ready, updatedReady int32 }
 // generation, and returns how long that took.
 func waitForCounts(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, timeout time.Duration) time.Duration {
 	t.Helper()
-	return eventually(t, timeout, fmt.Sprintf("%s status %+v", set.Name, want), func() (bool, string) {
+	return waitForStatus(t, set, want, 0, timeout)
+}
+
+// waitForStatus is waitForCounts that also wants excluded pods (selected in namespaces the
+// pod webhook never serves) in status.excludedPods.
+func waitForStatus(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, excluded int32, timeout time.Duration) time.Duration {
+	t.Helper()
+	return eventually(t, timeout, fmt.Sprintf("%s status %+v excluded %d", set.Name, want, excluded), func() (bool, string) {
 		var got appsv1alpha1.SidecarSet
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
 			return false, err.Error()
 		}
 		st := got.Status
 		have := counts{st.MatchedPods, st.UpdatedPods, st.ReadyPods, st.UpdatedReadyPods}
-		return have == want && st.ObservedGeneration == got.Generation,
-			fmt.Sprintf("%+v at observedGeneration %d of %d", have, st.ObservedGeneration, got.Generation)
+		return have == want && st.ExcludedPods == excluded && st.ObservedGeneration == got.Generation,
+			fmt.Sprintf("%+v excluded %d at observedGeneration %d of %d", have, st.ExcludedPods, st.ObservedGeneration, got.Generation)
 	})
 }
 
