@@ -76,7 +76,17 @@ start_bg() {
   mkdir -p "$STATE_DIR/pids" "$STATE_DIR/logs"
   printf '\n===== %s starting %s\n' "$(date -u +%FT%TZ)" "$name" >>"$(log_file "$name")"
   setsid "$@" </dev/null >>"$(log_file "$name")" 2>&1 9>&- &
-  echo "$!" >"$(pid_file "$name")"
+  local pid=$! i
+  echo "$pid" >"$(pid_file "$name")"
+  # Until the forked shell has exec'd CMD, its command line is this script's and proc_alive
+  # says "not running": a wait_for in that window took a healthy process for an exited one
+  # (seen in CI, olm-catalog). Wait for the exec or the exit; a few milliseconds.
+  local self
+  self=$(tr '\0' ' ' </proc/$$/cmdline)
+  for ((i = 0; i < 250; i++)); do
+    [[ -e /proc/$pid && $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "$self" ]] || break
+    sleep 0.02
+  done
 }
 
 # stop_bg NAME [SIGNAL]: send SIGNAL (default TERM) to NAME's recorded process, wait up to
