@@ -118,8 +118,9 @@ type builder struct {
 	volumes                    []corev1.Volume
 	volumeOwner                map[string]string // volume name -> set that adds it
 	pullSecrets                []corev1.LocalObjectReference
-	containerOwner             map[string]string // injected container name -> set
-	addedContainers            bool              // something went into spec.containers
+	containerOwner             map[string]string  // injected container name -> set
+	copies                     map[string]*Copies // rendered container name -> its entries copied from app containers
+	addedContainers            bool               // something went into spec.containers
 	warnings                   []string
 }
 
@@ -231,7 +232,7 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 			"SidecarSet %q also injects a container named %q into this pod; a pod's container names must be unique, so rename the container in one of the two SidecarSets or make their selectors disjoint", other, name)}
 	}
 	init := into == &b.initContainers
-	rendered, notShared := b.render(c, sc)
+	rendered, copies, notShared := b.render(c, sc)
 	if existing, list := b.appContainer(name); existing != nil {
 		if (list == "init container") == init && podHasContainer(existing, rendered, init, b.pod.Spec.HostNetwork) {
 			b.containerOwner[name] = c.Name()
@@ -246,6 +247,12 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		}
 	}
 	b.containerOwner[name] = c.Name()
+	if copies != nil {
+		if b.copies == nil {
+			b.copies = map[string]*Copies{}
+		}
+		b.copies[name] = copies
+	}
 	into.add(*rendered, sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer)
 	b.addedContainers = b.addedContainers || !init
 	rec.NotShared = append(rec.NotShared, notShared...)

@@ -67,11 +67,18 @@ func podsDiff(t testing.TB, want, got *corev1.Pod) string {
 	return diff.Diff(want, got)
 }
 
-// assertPatchMatchesPod checks that Patch, applied to the input Pod's JSON, gives Pod.
+// assertPatchMatchesPod checks that Patch and PatchFrom, applied to the input Pod's JSON, gives Pod.
 func assertPatchMatchesPod(t testing.TB, input *corev1.Pod, res *inject.Result) {
 	t.Helper()
 	if d := podsDiff(t, res.Pod(), patchedPod(t, input, res.Patch())); d != "" {
 		t.Errorf("Patch() applied to the input pod differs from Pod() (-Pod() +patched):\n%s", d)
+	}
+	ops, err := res.PatchFrom(mustJSON(t, input))
+	if err != nil {
+		t.Fatalf("PatchFrom(the input pod's JSON): %v", err)
+	}
+	if d := podsDiff(t, res.Pod(), patchedPod(t, input, ops)); d != "" {
+		t.Errorf("PatchFrom() applied to the input pod differs from Pod() (-Pod() +patched):\n%s", d)
 	}
 }
 

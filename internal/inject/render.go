@@ -15,25 +15,40 @@ import (
 
 // render returns the container to inject: the declared one, plus the transferred env vars and,
 // with shareVolumePolicy enabled, the app containers' volume mounts that stay valid in the
-// sidecar. notShared says which app mounts were left out and why (the record keeps it). The
-// declared container is shared, not copied, when nothing is added to it.
-func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, notShared []string) {
+// sidecar. copies says which of its entries come from the app containers (nil when none
+// does), notShared which app mounts were left out and why (the record keeps it). The declared
+// container is shared, not copied, when nothing is added to it.
+func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, copies *Copies, notShared []string) {
 	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
 	if !share && len(sc.TransferEnv) == 0 {
-		return &sc.Container, nil
+		return &sc.Container, nil, nil
 	}
 	r := sc.Container // shallow copy; only the two slices below are replaced
 	r.Env = append([]corev1.EnvVar(nil), sc.Env...)
+	copies = &Copies{}
 	for _, t := range sc.TransferEnv {
-		b.transferEnv(c, &r, t)
+		b.transferEnv(c, &r, copies, t)
 	}
 	if share {
-		r.VolumeMounts, notShared = b.sharedMounts(&r)
+		r.VolumeMounts, notShared = b.sharedMounts(&r, copies)
 	}
 	if len(r.Env) == 0 {
 		r.Env = sc.Env // keep nil as nil
 	}
-	return &r, notShared
+	if len(copies.Env) == 0 && len(copies.VolumeMounts) == 0 {
+		copies = nil
+	}
+	return &r, copies, notShared
+}
+
+// appendEnv appends vars, the app's env entries at from as a sidecar needs them, to the
+// sidecar's env and notes where each came from.
+func (b *builder) appendEnv(sidecar *corev1.Container, copies *Copies, app *corev1.Container, vars []corev1.EnvVar, from []int) {
+	pos := b.podIndex(app)
+	for k := range vars {
+		copies.noteEnv(len(sidecar.Env), Source{Container: pos, Index: from[k]})
+		sidecar.Env = append(sidecar.Env, vars[k])
+	}
 }
 
 // transferEnv appends to the sidecar the env var as the app container sees it. Its value is
@@ -42,7 +57,7 @@ func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out
 // a source (valueFrom) bring those definitions along, and a resourceFieldRef without a
 // containerName is pinned to the app container. When that cannot be done faithfully (the
 // sidecar defines a referenced var differently) nothing is transferred and a warning says why.
-func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv1alpha1.TransferEnvVar) {
+func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, copies *Copies, t appsv1alpha1.TransferEnvVar) {
 	warn := func(format string, args ...any) {
 		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q container %q: transferEnv of %q from container %q: ",
 			c.Name(), sidecar.Name, t.EnvName, t.SourceContainerName)+fmt.Sprintf(format, args...))
@@ -52,7 +67,7 @@ func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv
 		warn("the pod has no app container of that name; the sidecar runs without the variable")
 		return
 	}
-	vars, free, ok := appEnvView(app, t.EnvName)
+	vars, from, free, ok := appEnvView(app, t.EnvName)
 	if !ok {
 		warn("the app container has no such env var; the sidecar runs without it")
 		return
@@ -64,27 +79,29 @@ func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, t appsv
 		}
 	}
 	var add []corev1.EnvVar
-	for _, v := range vars {
+	var addFrom []int
+	for k, v := range vars {
 		i := envIndex(sidecar.Env, v.Name)
 		switch {
 		case i < 0:
-			add = append(add, v)
+			add, addFrom = append(add, v), append(addFrom, from[k])
 		case !equality.Semantic.DeepEqual(sidecar.Env[i], v):
 			warn("the sidecar defines %q, which the app's value depends on, differently; nothing was transferred", v.Name)
 			return
 		}
 	}
-	sidecar.Env = append(sidecar.Env, add...)
+	b.appendEnv(sidecar, copies, app, add, addFrom)
 }
 
 // appEnvView returns the definitions that give a sidecar the value the app container sees for
 // name: the var itself last, preceded by the app's valueFrom vars it references. free are the
 // names it refers to that the app does not define before it (service links, or left as
-// written): they resolve alike in the sidecar unless the sidecar defines them.
-func appEnvView(app *corev1.Container, name string) (vars []corev1.EnvVar, free []string, ok bool) {
+// written): they resolve alike in the sidecar unless the sidecar defines them. from[k] is the
+// index in app.Env that vars[k] is a definition of.
+func appEnvView(app *corev1.Container, name string) (vars []corev1.EnvVar, from []int, free []string, ok bool) {
 	i := lastEnvIndex(app.Env, len(app.Env), name)
 	if i < 0 {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	r := envResolver{app: app, deps: sets.New[int](), free: sets.New[string]()}
 	v := r.definition(i)
@@ -92,9 +109,9 @@ func appEnvView(app *corev1.Container, name string) (vars []corev1.EnvVar, free 
 		v.Value = r.form(i)
 	}
 	for _, j := range sets.List(r.deps) {
-		vars = append(vars, r.definition(j))
+		vars, from = append(vars, r.definition(j)), append(from, j)
 	}
-	return append(vars, v), sets.List(r.free), true
+	return append(vars, v), append(from, i), sets.List(r.free), true
 }
 
 // envResolver rewrites an app container's env var values for another container of the Pod.
@@ -171,7 +188,7 @@ func envIndex(env []corev1.EnvVar, name string) int { return lastEnvIndex(env, l
 // path it uses as a device, Bidirectional propagation in an unprivileged sidecar, and a
 // subPathExpr whose variables the sidecar defines differently. Variables a subPathExpr needs
 // are brought from the app container.
-func (b *builder) sharedMounts(sidecar *corev1.Container) ([]corev1.VolumeMount, []string) {
+func (b *builder) sharedMounts(sidecar *corev1.Container, copies *Copies) ([]corev1.VolumeMount, []string) {
 	out := append([]corev1.VolumeMount(nil), sidecar.VolumeMounts...)
 	taken := sets.New[string]()
 	for _, m := range out {
@@ -186,6 +203,7 @@ func (b *builder) sharedMounts(sidecar *corev1.Container) ([]corev1.VolumeMount,
 		notShared = append(notShared, fmt.Sprintf("%s: %s from container %q (volume %q): %s", sidecar.Name, m.MountPath, app.Name, m.Name, why))
 	}
 	for _, app := range b.appContainers {
+		pos := b.podIndex(app)
 		for i := range app.VolumeMounts {
 			m := &app.VolumeMounts[i]
 			switch {
@@ -195,10 +213,11 @@ func (b *builder) sharedMounts(sidecar *corev1.Container) ([]corev1.VolumeMount,
 				skip(app, m, "the sidecar uses that path for a volume device")
 			case m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional && !privileged(sidecar):
 				skip(app, m, "Bidirectional mount propagation needs a privileged container")
-			case m.SubPathExpr != "" && !b.bringSubPathEnv(sidecar, app, m.SubPathExpr):
+			case m.SubPathExpr != "" && !b.bringSubPathEnv(sidecar, copies, app, m.SubPathExpr):
 				skip(app, m, "its subPathExpr uses a variable the sidecar defines differently")
 			default:
 				taken.Insert(m.MountPath)
+				copies.noteVolumeMount(len(out), Source{Container: pos, Index: i})
 				out = append(out, *m.DeepCopy())
 			}
 		}
@@ -209,18 +228,19 @@ func (b *builder) sharedMounts(sidecar *corev1.Container) ([]corev1.VolumeMount,
 // bringSubPathEnv adds to the sidecar the app's variables that expr refers to, so the
 // subPathExpr resolves to the same directory. It reports false when the sidecar defines one
 // of them differently (the mount would land elsewhere).
-func (b *builder) bringSubPathEnv(sidecar, app *corev1.Container, expr string) bool {
+func (b *builder) bringSubPathEnv(sidecar *corev1.Container, copies *Copies, app *corev1.Container, expr string) bool {
 	var add []corev1.EnvVar
+	var addFrom []int
 	ok := true
 	expansion.Expand(expr, func(name string) string {
-		vars, _, found := appEnvView(app, name)
-		for _, v := range vars {
+		vars, from, _, found := appEnvView(app, name)
+		for k, v := range vars {
 			if !found {
 				break
 			}
 			i := envIndex(sidecar.Env, v.Name)
 			if i < 0 && envIndex(add, v.Name) < 0 {
-				add = append(add, v)
+				add, addFrom = append(add, v), append(addFrom, from[k])
 			} else if i >= 0 && !equality.Semantic.DeepEqual(sidecar.Env[i], v) {
 				ok = false
 			}
@@ -228,13 +248,24 @@ func (b *builder) bringSubPathEnv(sidecar, app *corev1.Container, expr string) b
 		return ""
 	})
 	if ok {
-		sidecar.Env = append(sidecar.Env, add...)
+		b.appendEnv(sidecar, copies, app, add, addFrom)
 	}
 	return ok
 }
 
 func privileged(c *corev1.Container) bool {
 	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+}
+
+// podIndex is the index of one of the Pod's own containers in its spec.containers (app
+// containers are always taken from there; -1 cannot happen).
+func (b *builder) podIndex(app *corev1.Container) int {
+	for i := range b.pod.Spec.Containers {
+		if &b.pod.Spec.Containers[i] == app {
+			return i
+		}
+	}
+	return -1
 }
 
 func (b *builder) appContainerNamed(name string) *corev1.Container {

@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -29,6 +31,7 @@ type Result struct {
 	volumes                    listEdit[corev1.Volume]
 	pullSecrets                listEdit[corev1.LocalObjectReference]
 	annotations                map[string]*string // key -> new value; nil value removes it
+	copies                     map[string]*Copies // injected container name -> entries copied from app containers
 }
 
 // slot is one entry of a list after injection: an entry of the original list (orig >= 0) or a
@@ -117,8 +120,12 @@ func (e *listEdit[T]) items() []T {
 }
 
 // ops renders the edit as JSON patch operations on path: removals from the highest index
-// down, then insertions from the lowest final index up.
-func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
+// down, then insertions from the lowest final index up. value renders an inserted entry
+// (nil: as it is).
+func (e *listEdit[T]) ops(path string, value func(*T) any) []jsonpatch.Operation {
+	if value == nil {
+		value = func(item *T) any { return item }
+	}
 	if e.noop {
 		return nil
 	}
@@ -126,7 +133,11 @@ func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
 		if len(e.final) == 0 {
 			return nil
 		}
-		return []jsonpatch.Operation{{Operation: "add", Path: path, Value: e.items()}}
+		all := make([]any, len(e.final))
+		for i, s := range e.final {
+			all[i] = value(s.item)
+		}
+		return []jsonpatch.Operation{{Operation: "add", Path: path, Value: all}}
 	}
 	ops := make([]jsonpatch.Operation, 0, len(e.removed)+len(e.final)-len(e.orig)+len(e.removed))
 	for i := len(e.removed) - 1; i >= 0; i-- {
@@ -134,7 +145,7 @@ func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
 	}
 	for i, s := range e.final {
 		if s.orig < 0 {
-			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/" + strconv.Itoa(i), Value: s.item})
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path + "/" + strconv.Itoa(i), Value: value(s.item)})
 		}
 	}
 	return ops
@@ -144,6 +155,7 @@ func (e *listEdit[T]) ops(path string) []jsonpatch.Operation {
 func (b *builder) finish(res *Result) {
 	pod := b.pod
 	res.Warnings = b.warnings
+	res.copies = b.copies
 	carries := func(init bool) func(sidecar, have *corev1.Container) bool {
 		return func(sidecar, have *corev1.Container) bool {
 			return podHasContainer(have, sidecar, init, pod.Spec.HostNetwork)
@@ -216,13 +228,49 @@ func deepCopied[T any](in []T, cp func(*T) *T) []T {
 
 // Patch returns the JSON patch operations that turn the admitted Pod into the injected one.
 // It adds and removes list entries by index and never rewrites an entry it did not inject, so
-// fields of the Pod this binary's API types do not know survive.
-func (r *Result) Patch() []jsonpatch.Operation {
+// fields of the Pod this binary's API types do not know survive. Entries copied from the app
+// containers (transferEnv, shareVolumePolicy) are rendered from the decoded Pod: PatchFrom
+// keeps their unknown fields too.
+func (r *Result) Patch() []jsonpatch.Operation { return r.patch(nil) }
+
+// PatchFrom is Patch for the Pod admitted as raw (its JSON): the env and volumeMounts entries
+// a sidecar copies from an app container keep the fields of the app's entry that this binary's
+// API types do not know (those of a newer API server), so a copy is never less than what the
+// app has.
+func (r *Result) PatchFrom(raw []byte) ([]jsonpatch.Operation, error) {
+	if len(r.copies) == 0 {
+		return r.Patch(), nil
+	}
+	var apps appEntries
+	if err := json.Unmarshal(raw, &apps); err != nil {
+		return nil, fmt.Errorf("reading the app containers' env and volumeMounts: %w", err)
+	}
+	rendered := map[string]json.RawMessage{}
+	for _, e := range []*listEdit[corev1.Container]{&r.containers, &r.initContainers} {
+		for _, s := range e.final {
+			if copies := r.copies[s.item.Name]; s.orig < 0 && copies != nil {
+				v, err := withUnknownFields(s.item, copies, &apps)
+				if err != nil {
+					return nil, fmt.Errorf("container %q: %w", s.item.Name, err)
+				}
+				rendered[s.item.Name] = v
+			}
+		}
+	}
+	return r.patch(func(c *corev1.Container) any {
+		if v, ok := rendered[c.Name]; ok {
+			return v
+		}
+		return c
+	}), nil
+}
+
+func (r *Result) patch(container func(*corev1.Container) any) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
-	ops = append(ops, r.initContainers.ops("/spec/initContainers")...)
-	ops = append(ops, r.containers.ops("/spec/containers")...)
-	ops = append(ops, r.volumes.ops("/spec/volumes")...)
-	ops = append(ops, r.pullSecrets.ops("/spec/imagePullSecrets")...)
+	ops = append(ops, r.initContainers.ops("/spec/initContainers", container)...)
+	ops = append(ops, r.containers.ops("/spec/containers", container)...)
+	ops = append(ops, r.volumes.ops("/spec/volumes", nil)...)
+	ops = append(ops, r.pullSecrets.ops("/spec/imagePullSecrets", nil)...)
 	return append(ops, r.annotationOps()...)
 }
 

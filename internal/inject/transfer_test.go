@@ -54,9 +54,14 @@ func TestTransferEnvGivesWhatTheAppSees(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			app := &corev1.Container{Name: "app", Env: tt.app}
-			vars, free, ok := inject.AppEnvView(app, "V")
+			vars, from, free, ok := inject.AppEnvView(app, "V")
 			if !ok {
 				t.Fatal("AppEnvView found no V")
+			}
+			for k := range vars {
+				if from[k] < 0 || from[k] >= len(tt.app) || tt.app[from[k]].Name != vars[k].Name {
+					t.Errorf("vars[%d] (%s) said to come from app env[%d] of %+v", k, vars[k].Name, from[k], tt.app)
+				}
 			}
 			for _, v := range vars[:len(vars)-1] {
 				if v.Name == "HOST" {

@@ -43,4 +43,5 @@ const (
 	reasonDecode            = "DecodeError"
 	reasonNotReady          = "NotReady"
 	reasonNamespaceLookup   = "NamespaceLookupError"
+	reasonInjectionError    = "InjectionError"
 )

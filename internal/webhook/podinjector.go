@@ -134,7 +134,7 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, pod *corev1.Pod, c
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
 		return admission.Denied(refused.Error())
 	} else if err != nil {
-		admissions.WithLabelValues(resultError, "InjectionError").Inc()
+		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if !res.Changed() {
@@ -148,13 +148,18 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, pod *corev1.Pod, c
 		admissions.WithLabelValues(resultInjected, reasonStripped).Inc()
 		return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
 	}
+	ops, err := res.PatchFrom(raw)
+	if err != nil {
+		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	for _, name := range res.Injected {
 		injections.WithLabelValues(name).Inc()
 	}
 	res.Warnings = append(res.Warnings, h.podSecurityWarnings(raw, in, res)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
-	return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
+	return admission.Patched("", ops...).WithWarnings(res.Warnings...)
 }
 
 func skip(reason, message string) admission.Response {

@@ -451,7 +451,11 @@ func apiServerDefaults(pod *corev1.Pod) {
 // TestPodInjectorKeepsUnknownFields admits Pods written against a newer API than the one this
 // binary vendors: the patch must not drop the fields it does not know.
 func TestPodInjectorKeepsUnknownFields(t *testing.T) {
+	// The sidecar also copies the app's env var and volume mount: the copies keep the fields
+	// this build does not know.
 	set := logAgentSet("log-agent", nil)
+	set.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "E"}}
+	set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled
 	compiled, err := inject.Compile(set)
 	if err != nil {
 		t.Fatalf("compiling: %v", err)
@@ -467,7 +471,8 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 		raw: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"web","futureMeta":"m",
 			"labels":{"app":"demo","sidecarset.io/inject":"true"}},
 			"spec":{"futureField":{"x":1},
-			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}]}],
+			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}],
+				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}]}],
 			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
 			"status":{"futureStatus":"s"}}`,
 		wantContainers: []string{"app", "log-agent"},
@@ -479,7 +484,8 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 			"labels":{"app":"demo","sidecarset.io/inject":"true"},
 			"annotations":{"sidecarset.io/status":"` + oldRecord + `"}},
 			"spec":{"futureField":{"x":1},
-			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}]},
+			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}],
+				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}]},
 				{"name":"log-agent","image":"old:1","futureContainerField":"old"}],
 			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
 			"status":{"futureStatus":"s"}}`,
@@ -488,6 +494,7 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := testInjector(t)
+			h.Sets = storeOf(t, ptrTo(func() bool { return true }), set)
 			req := rawRequest(t, []byte(tt.raw), "web")
 			resp := handle(t, h, req)
 			if len(resp.Patches) == 0 {
@@ -498,13 +505,15 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 				t.Fatalf("decoding patched pod: %v", err)
 			}
 			for path, want := range map[string]any{
-				"metadata.futureMeta":                    "m",
-				"spec.futureField.x":                     1.0,
-				"spec.containers.0.futureContainerField": true,
-				"spec.containers.0.env.0.futureEnvField": 2.0,
-				"spec.volumes.0.futureVolumeSource.y":    2.0,
-				"status.futureStatus":                    "s",
-				"spec.containers.1.image":                "registry.example/log-agent:3.2",
+				"metadata.futureMeta":                               "m",
+				"spec.futureField.x":                                1.0,
+				"spec.containers.0.futureContainerField":            true,
+				"spec.containers.0.env.0.futureEnvField":            2.0,
+				"spec.volumes.0.futureVolumeSource.y":               2.0,
+				"status.futureStatus":                               "s",
+				"spec.containers.1.image":                           "registry.example/log-agent:3.2",
+				"spec.containers.1.env.0.futureEnvField":            2.0,
+				"spec.containers.1.volumeMounts.1.futureMountField": "f",
 			} {
 				if v := lookup(got, path); !equality.Semantic.DeepEqual(v, want) {
 					t.Errorf("%s = %#v, want %#v", path, v, want)

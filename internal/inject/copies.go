@@ -1,0 +1,154 @@
+package inject
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Source is an entry of one of the Pod's app containers: Index into the env or volumeMounts
+// list of spec.containers[Container].
+type Source struct {
+	Container, Index int
+}
+
+// Copies says which entries of a rendered sidecar were copied from the app containers (by
+// transferEnv and shareVolumePolicy): sidecar env or volumeMounts index -> where it came from.
+type Copies struct {
+	Env, VolumeMounts map[int]Source
+}
+
+func (c *Copies) noteEnv(at int, from Source) {
+	if c.Env == nil {
+		c.Env = map[int]Source{}
+	}
+	c.Env[at] = from
+}
+
+func (c *Copies) noteVolumeMount(at int, from Source) {
+	if c.VolumeMounts == nil {
+		c.VolumeMounts = map[int]Source{}
+	}
+	c.VolumeMounts[at] = from
+}
+
+// appEntries are the env and volumeMounts entries of the Pod's app containers as the admitted
+// JSON has them, fields this binary does not know included.
+type appEntries struct {
+	Spec struct {
+		Containers []struct {
+			Env          []json.RawMessage `json:"env"`
+			VolumeMounts []json.RawMessage `json:"volumeMounts"`
+		} `json:"containers"`
+	} `json:"spec"`
+}
+
+func (a *appEntries) entry(list string, s Source) (json.RawMessage, error) {
+	if s.Container >= len(a.Spec.Containers) {
+		return nil, fmt.Errorf("the admitted pod has no spec.containers[%d]", s.Container)
+	}
+	c := a.Spec.Containers[s.Container]
+	entries := c.Env
+	if list == "volumeMounts" {
+		entries = c.VolumeMounts
+	}
+	if s.Index >= len(entries) {
+		return nil, fmt.Errorf("the admitted pod has no spec.containers[%d].%s[%d]", s.Container, list, s.Index)
+	}
+	return entries[s.Index], nil
+}
+
+// withUnknownFields renders a sidecar whose entries were partly copied from the app
+// containers: each copied entry gets back the fields of the app's entry that this binary's
+// API types dropped when decoding it (a newer API server's fields), at any depth. What the
+// engine set on the copy itself (a rewritten value, a pinned containerName) is kept.
+func withUnknownFields(c *corev1.Container, copies *Copies, apps *appEntries) (json.RawMessage, error) {
+	obj, err := toObject(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range []struct {
+		name   string
+		copies map[int]Source
+		typed  func(json.RawMessage) (any, error)
+	}{
+		{"env", copies.Env, func(raw json.RawMessage) (any, error) { return roundTrip[corev1.EnvVar](raw) }},
+		{"volumeMounts", copies.VolumeMounts, func(raw json.RawMessage) (any, error) { return roundTrip[corev1.VolumeMount](raw) }},
+	} {
+		if len(l.copies) == 0 {
+			continue
+		}
+		list, _ := obj[l.name].([]any)
+		for at, from := range l.copies {
+			raw, err := apps.entry(l.name, from)
+			if err != nil {
+				return nil, err
+			}
+			known, err := l.typed(raw)
+			if err != nil {
+				return nil, fmt.Errorf("spec.containers[%d].%s[%d]: %w", from.Container, l.name, from.Index, err)
+			}
+			var whole any
+			if err := decodeJSON(raw, &whole); err != nil {
+				return nil, err
+			}
+			if at < len(list) {
+				keepUnknown(list[at], whole, known)
+			}
+		}
+	}
+	return json.Marshal(obj)
+}
+
+// keepUnknown adds to dst the keys of the object src that known (src as this binary's types
+// see it) lacks, recursing into objects both have. dst's own keys always win.
+func keepUnknown(dst, src, known any) {
+	d, ok1 := dst.(map[string]any)
+	s, ok2 := src.(map[string]any)
+	k, _ := known.(map[string]any)
+	if !ok1 || !ok2 {
+		return
+	}
+	for key, v := range s {
+		kv, isKnown := k[key]
+		switch dv, has := d[key]; {
+		case !isKnown && !has:
+			d[key] = v
+		case isKnown && has:
+			keepUnknown(dv, v, kv)
+		}
+	}
+}
+
+// roundTrip is raw as this binary sees it: decoded into T and encoded again, as a generic
+// JSON value.
+func roundTrip[T any](raw json.RawMessage) (any, error) {
+	var typed T
+	if err := json.Unmarshal(raw, &typed); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(&typed)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, decodeJSON(b, &out)
+}
+
+func toObject(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	return obj, decodeJSON(b, &obj)
+}
+
+// decodeJSON decodes keeping numbers as written (no float64 rounding of large integers).
+func decodeJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
+}
