@@ -20,6 +20,11 @@ type CompiledSet struct {
 	Set *appsv1alpha1.SidecarSet
 	// Hash identifies the injected content (see Hash).
 	Hash string
+	// TransfersEnv: a sidecar has transferEnv, so injection reads the app containers' env.
+	TransfersEnv bool
+	// SharesVolumes: a sidecar has shareVolumePolicy enabled, so injection reads the app
+	// containers' volume mounts (and the env their subPathExprs use).
+	SharesVolumes bool
 
 	selector          labels.Selector
 	namespaceSelector labels.Selector // nil: every namespace
@@ -45,6 +50,12 @@ func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 		return nil, fmt.Errorf("SidecarSet %q: spec.selector must not be empty", set.Name)
 	}
 	c := &CompiledSet{Set: set, selector: sel, Hash: Hash(&set.Spec)}
+	for _, list := range [][]appsv1alpha1.SidecarContainer{set.Spec.Containers, set.Spec.InitContainers} {
+		for i := range list {
+			c.TransfersEnv = c.TransfersEnv || len(list[i].TransferEnv) > 0
+			c.SharesVolumes = c.SharesVolumes || list[i].ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+		}
+	}
 	if set.Spec.NamespaceSelector != nil {
 		if c.namespaceSelector, err = metav1.LabelSelectorAsSelector(set.Spec.NamespaceSelector); err != nil {
 			return nil, fmt.Errorf("SidecarSet %q: spec.namespaceSelector: %w", set.Name, err)

@@ -45,6 +45,22 @@ type appEntries struct {
 	} `json:"spec"`
 }
 
+// Admitted gives the JSON, as admitted, of an entry of an app container's env or volumeMounts
+// (list is "env" or "volumeMounts") when it may hold fields this build's API types do not
+// know; nil when it certainly does not, and the decoded entry is all of it.
+type Admitted func(list string, s Source) (json.RawMessage, error)
+
+// AdmittedFrom is the Admitted of raw, the admitted Pod's JSON: it returns every entry. A
+// caller that decoded the Pod already can do better, as the admission webhook does: it keeps
+// only the lists that had fields its types lack.
+func AdmittedFrom(raw []byte) (Admitted, error) {
+	var apps appEntries
+	if err := json.Unmarshal(raw, &apps); err != nil {
+		return nil, fmt.Errorf("reading the app containers' env and volumeMounts: %w", err)
+	}
+	return apps.entry, nil
+}
+
 func (a *appEntries) entry(list string, s Source) (json.RawMessage, error) {
 	if s.Container >= len(a.Spec.Containers) {
 		return nil, fmt.Errorf("the admitted pod has no spec.containers[%d]", s.Container)
@@ -64,28 +80,44 @@ func (a *appEntries) entry(list string, s Source) (json.RawMessage, error) {
 // containers: each copied entry gets back the fields of the app's entry that this binary's
 // API types dropped when decoding it (a newer API server's fields), at any depth. What the
 // engine set on the copy itself (a rewritten value, a pinned containerName) is kept.
-func withUnknownFields(c *corev1.Container, copies *Copies, apps *appEntries) (json.RawMessage, error) {
+func withUnknownFields(c *corev1.Container, copies *Copies, admitted Admitted) (any, error) {
+	type list struct {
+		name   string
+		copies map[int]Source
+		typed  func(json.RawMessage) (any, error)
+		raws   map[int]json.RawMessage // the copied entries whose admitted JSON may hold more
+	}
+	lists := []list{
+		{name: "env", copies: copies.Env, typed: func(raw json.RawMessage) (any, error) { return roundTrip[corev1.EnvVar](raw) }},
+		{name: "volumeMounts", copies: copies.VolumeMounts, typed: func(raw json.RawMessage) (any, error) { return roundTrip[corev1.VolumeMount](raw) }},
+	}
+	more := false
+	for i := range lists {
+		l := &lists[i]
+		for at, from := range l.copies {
+			raw, err := admitted(l.name, from)
+			if err != nil {
+				return nil, err
+			}
+			if raw != nil {
+				if l.raws == nil {
+					l.raws = map[int]json.RawMessage{}
+				}
+				l.raws[at], more = raw, true
+			}
+		}
+	}
+	if !more {
+		return c, nil // the common case: the decoded entries are all there is
+	}
 	obj, err := toObject(c)
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range []struct {
-		name   string
-		copies map[int]Source
-		typed  func(json.RawMessage) (any, error)
-	}{
-		{"env", copies.Env, func(raw json.RawMessage) (any, error) { return roundTrip[corev1.EnvVar](raw) }},
-		{"volumeMounts", copies.VolumeMounts, func(raw json.RawMessage) (any, error) { return roundTrip[corev1.VolumeMount](raw) }},
-	} {
-		if len(l.copies) == 0 {
-			continue
-		}
-		list, _ := obj[l.name].([]any)
-		for at, from := range l.copies {
-			raw, err := apps.entry(l.name, from)
-			if err != nil {
-				return nil, err
-			}
+	for _, l := range lists {
+		entries, _ := obj[l.name].([]any)
+		for at, raw := range l.raws {
+			from := l.copies[at]
 			known, err := l.typed(raw)
 			if err != nil {
 				return nil, fmt.Errorf("spec.containers[%d].%s[%d]: %w", from.Container, l.name, from.Index, err)
@@ -94,12 +126,13 @@ func withUnknownFields(c *corev1.Container, copies *Copies, apps *appEntries) (j
 			if err := decodeJSON(raw, &whole); err != nil {
 				return nil, err
 			}
-			if at < len(list) {
-				keepUnknown(list[at], whole, known)
+			if at < len(entries) {
+				keepUnknown(entries[at], whole, known)
 			}
 		}
 	}
-	return json.Marshal(obj)
+	b, err := json.Marshal(obj)
+	return json.RawMessage(b), err
 }
 
 // keepUnknown adds to dst the keys of the object src that known (src as this binary's types

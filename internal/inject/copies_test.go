@@ -83,7 +83,7 @@ func TestCopiesKeepFieldsThisBuildDoesNotKnow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ops, err := res.PatchFrom(raw)
+			ops, err := res.PatchFrom(admittedOf(t, raw))
 			if err != nil {
 				t.Fatalf("PatchFrom: %v", err)
 			}
@@ -124,7 +124,7 @@ func TestPatchFromRefusesARawPodThatIsNotTheInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = res.PatchFrom([]byte(`{"spec": {"containers": [{"name": "app"}]}}`))
+	_, err = res.PatchFrom(admittedOf(t, []byte(`{"spec": {"containers": [{"name": "app"}]}}`)))
 	if err == nil || !strings.Contains(err.Error(), "spec.containers[0].env[0]") {
 		t.Errorf("PatchFrom(a pod without the copied entry) = %v, want an error naming spec.containers[0].env[0]", err)
 	}

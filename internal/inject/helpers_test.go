@@ -73,7 +73,7 @@ func assertPatchMatchesPod(t testing.TB, input *corev1.Pod, res *inject.Result) 
 	if d := podsDiff(t, res.Pod(), patchedPod(t, input, res.Patch())); d != "" {
 		t.Errorf("Patch() applied to the input pod differs from Pod() (-Pod() +patched):\n%s", d)
 	}
-	ops, err := res.PatchFrom(mustJSON(t, input))
+	ops, err := res.PatchFrom(admittedOf(t, mustJSON(t, input)))
 	if err != nil {
 		t.Fatalf("PatchFrom(the input pod's JSON): %v", err)
 	}
@@ -199,4 +199,14 @@ func containerNames(list []corev1.Container) []string {
 		names = append(names, c.Name)
 	}
 	return names
+}
+
+// admittedOf reads a Pod's JSON for Result.PatchFrom.
+func admittedOf(t testing.TB, raw []byte) inject.Admitted {
+	t.Helper()
+	admitted, err := inject.AdmittedFrom(raw)
+	if err != nil {
+		t.Fatalf("AdmittedFrom: %v", err)
+	}
+	return admitted
 }

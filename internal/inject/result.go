@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -233,23 +232,19 @@ func deepCopied[T any](in []T, cp func(*T) *T) []T {
 // keeps their unknown fields too.
 func (r *Result) Patch() []jsonpatch.Operation { return r.patch(nil) }
 
-// PatchFrom is Patch for the Pod admitted as raw (its JSON): the env and volumeMounts entries
-// a sidecar copies from an app container keep the fields of the app's entry that this binary's
-// API types do not know (those of a newer API server), so a copy is never less than what the
-// app has.
-func (r *Result) PatchFrom(raw []byte) ([]jsonpatch.Operation, error) {
-	if len(r.copies) == 0 {
+// PatchFrom is Patch that reads the admitted Pod's JSON through admitted: the env and
+// volumeMounts entries a sidecar copies from an app container keep the fields of the app's
+// entry that this binary's API types do not know (those of a newer API server), so a copy is
+// never less than what the app has.
+func (r *Result) PatchFrom(admitted Admitted) ([]jsonpatch.Operation, error) {
+	if len(r.copies) == 0 || admitted == nil {
 		return r.Patch(), nil
 	}
-	var apps appEntries
-	if err := json.Unmarshal(raw, &apps); err != nil {
-		return nil, fmt.Errorf("reading the app containers' env and volumeMounts: %w", err)
-	}
-	rendered := map[string]json.RawMessage{}
+	rendered := map[string]any{}
 	for _, e := range []*listEdit[corev1.Container]{&r.containers, &r.initContainers} {
 		for _, s := range e.final {
 			if copies := r.copies[s.item.Name]; s.orig < 0 && copies != nil {
-				v, err := withUnknownFields(s.item, copies, &apps)
+				v, err := withUnknownFields(s.item, copies, admitted)
 				if err != nil {
 					return nil, fmt.Errorf("container %q: %w", s.item.Name, err)
 				}

@@ -71,7 +71,7 @@ func realisticPod() *corev1.Pod {
 	}
 }
 
-// benchSet returns a log-agent SidecarSet selecting app=<app>.
+// benchSet returns a log-agent SidecarSet selecting app=<app>, with shareVolumePolicy enabled.
 func benchSet(name, app string) *appsv1alpha1.SidecarSet {
 	return &appsv1alpha1.SidecarSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Generation: 1},
@@ -92,14 +92,18 @@ func benchSet(name, app string) *appsv1alpha1.SidecarSet {
 }
 
 // benchInjector returns an injector whose snapshot holds n SidecarSets, exactly one of which
-// selects realisticPod.
-func benchInjector(n int) *PodInjector {
+// selects realisticPod; with plain, that one copies nothing from the app containers.
+func benchInjector(n int, plain bool) *PodInjector {
 	store := snapshot.NewStore()
 	store.SetSynced(func() bool { return true })
 	for i := 0; i < n-1; i++ {
 		store.Upsert(benchSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("service-%03d", i)))
 	}
-	store.Upsert(benchSet("log-agent", "checkout"))
+	set := benchSet("log-agent", "checkout")
+	if plain {
+		set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyDisabled
+	}
+	store.Upsert(set)
 	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
 		NamespaceLabels: func(context.Context, string) (map[string]string, error) { return nil, nil }}
 }
@@ -118,12 +122,20 @@ func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
 }
 
 // BenchmarkPodInjector measures one admission through our handler, including rendering the
-// patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches.
+// patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches (and
+// shares the app containers' volume mounts), and with 1 that copies nothing from them.
 func BenchmarkPodInjector(b *testing.B) {
 	req := podRequest(b, realisticPod())
-	for _, n := range []int{1, 10, 100} {
-		h := benchInjector(n)
-		b.Run(fmt.Sprintf("sets=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n     int
+		plain bool
+	}{{1, false}, {10, false}, {100, false}, {1, true}} {
+		h := benchInjector(c.n, c.plain)
+		name := fmt.Sprintf("sets=%d", c.n)
+		if c.plain {
+			name += ",plain"
+		}
+		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -99,6 +99,10 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		return skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
 	pod := headPod(view)
+	admitted, err := decodeAppLists(view, pod, candidates)
+	if err != nil {
+		return decodeError(err)
+	}
 	if needsFull(view, fullNames(candidates, meta.Annotations)) || bindsHostPort(candidates, view.Spec.HostNetwork) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
@@ -107,7 +111,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		full.Metadata.Namespace = meta.Namespace
 		pod = fullPod(&full)
 	}
-	return h.inject(ctx, req.Object.Raw, pod, candidates, snap.Get)
+	return h.inject(ctx, req.Object.Raw, admitted, pod, candidates, snap.Get)
 }
 
 func decodeError(err error) admission.Response {
@@ -115,7 +119,7 @@ func decodeError(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
-func (h *PodInjector) inject(ctx context.Context, raw []byte, pod *corev1.Pod, candidates []*inject.CompiledSet,
+func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
 	known func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
@@ -148,7 +152,7 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, pod *corev1.Pod, c
 		admissions.WithLabelValues(resultInjected, reasonStripped).Inc()
 		return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
 	}
-	ops, err := res.PatchFrom(raw)
+	ops, err := res.PatchFrom(entries)
 	if err != nil {
 		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
 		return admission.Errored(http.StatusInternalServerError, err)

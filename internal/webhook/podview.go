@@ -1,6 +1,10 @@
 package webhook
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -35,12 +39,81 @@ type podView[C, V any] struct {
 }
 
 // containerHead is what injection reads of a container it only injects next to: its name
-// (clashes), env (transferEnv) and volume mounts (shareVolumePolicy). Ports are read only
-// when a sidecar binds a host port (see bindsHostPort), from the full view.
+// (clashes), and for sets that copy from app containers its env (transferEnv) and volume
+// mounts (shareVolumePolicy), kept as admitted and decoded only for such sets (see
+// decodeAppLists). Ports are read only when a sidecar binds a host port (see bindsHostPort),
+// from the full view.
 type containerHead struct {
-	Name         string               `json:"name"`
-	Env          []corev1.EnvVar      `json:"env,omitempty"`
-	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+	Name         string          `json:"name"`
+	Env          json.RawMessage `json:"env,omitempty"`
+	VolumeMounts json.RawMessage `json:"volumeMounts,omitempty"`
+}
+
+// decodeAppLists decodes into pod's containers what the candidate sets copy from: the volume
+// mounts for shareVolumePolicy; the env for transferEnv, or for a shared mount's subPathExpr.
+// The decoding is strict: a list with an entry whose fields this build's API types do not all
+// know (a newer API server's) is remembered, and the returned inject.Admitted gives the JSON
+// of its entries, so a sidecar's copy keeps those fields too (inject.Result.PatchFrom).
+func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledSet) (inject.Admitted, error) {
+	var env, mounts bool
+	for _, c := range candidates {
+		env, mounts = env || c.TransfersEnv, mounts || c.SharesVolumes
+	}
+	if !env && !mounts {
+		return nil, nil
+	}
+	type list struct {
+		container int
+		name      string
+	}
+	var more map[list]json.RawMessage // the lists with unknown fields, as admitted
+	keep := func(i int, name string, raw json.RawMessage, unknown bool, err error) error {
+		if err != nil {
+			return fmt.Errorf("spec.containers[%d].%s: %w", i, name, err)
+		}
+		if unknown {
+			if more == nil {
+				more = map[list]json.RawMessage{}
+			}
+			more[list{i, name}] = raw
+		}
+		return nil
+	}
+	for i := range v.Spec.Containers {
+		h, c := &v.Spec.Containers[i], &pod.Spec.Containers[i]
+		if mounts && h.VolumeMounts != nil {
+			unknown, err := decodeStrict(h.VolumeMounts, &c.VolumeMounts)
+			if err := keep(i, "volumeMounts", h.VolumeMounts, unknown, err); err != nil {
+				return nil, err
+			}
+		}
+		if h.Env != nil && (env || slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.SubPathExpr != "" })) {
+			unknown, err := decodeStrict(h.Env, &c.Env)
+			if err := keep(i, "env", h.Env, unknown, err); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func(name string, s inject.Source) (json.RawMessage, error) {
+		raw := more[list{s.Container, name}]
+		if raw == nil {
+			return nil, nil
+		}
+		var items []json.RawMessage
+		if err := unmarshal(raw, &items); err != nil {
+			return nil, err
+		}
+		if s.Index >= len(items) {
+			return nil, fmt.Errorf("the pod has no spec.containers[%d].%s[%d]", s.Container, name, s.Index)
+		}
+		return items[s.Index], nil
+	}, nil
+}
+
+// decodeStrict decodes raw into into, and reports whether raw had fields into's type lacks.
+func decodeStrict[T any](raw json.RawMessage, into *[]T) (unknown bool, err error) {
+	strict, err := sigsjson.UnmarshalStrict(raw, into, sigsjson.DisallowUnknownFields)
+	return len(strict) > 0, err
 }
 
 // volumeHead is what injection reads of a volume it only adds volumes next to.
@@ -102,7 +175,7 @@ func heads(in []containerHead) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Env: in[i].Env, VolumeMounts: in[i].VolumeMounts}
+		out[i] = corev1.Container{Name: in[i].Name}
 	}
 	return out
 }
