@@ -78,7 +78,26 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
-	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...)
+	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...)
+}
+
+// stoppedWarnings tell the user which SidecarSets select the pod's labels but inject nothing
+// because they conflict with an older set (see snapshot.Conflict), so a missing sidecar is
+// explained where the pod is created, not only in the SidecarSet's status.
+func stoppedWarnings(snap *snapshot.Snapshot, podLabels map[string]string) []string {
+	if len(snap.Valid) == len(snap.Sets) {
+		return nil // the common case: no set is stopped
+	}
+	var out []string
+	for _, c := range inject.Candidates(snap.Valid, podLabels) {
+		for _, conflict := range snap.Conflicts[c.Name()] {
+			if conflict.Stopped {
+				out = append(out, fmt.Sprintf("SidecarSet %q selects this pod but injects nothing while it conflicts with the older SidecarSet %q (%s); see its Conflict condition",
+					c.Name(), conflict.With, strings.Join(conflict.Fields, "; ")))
+			}
+		}
+	}
+	return out
 }
 
 // invalidWarnings tell the user which SidecarSets cannot be used (possible only when they were

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -819,4 +820,41 @@ func TestInvalidSidecarSetIsReported(t *testing.T) {
 		!strings.Contains(resp.Warnings[0], "Near") {
 		t.Errorf("warnings = %q, want one naming the invalid SidecarSet and why", resp.Warnings)
 	}
+}
+
+// TestStoppedSidecarSetIsReported: of two SidecarSets that inject the same container (stored
+// while validation could not see one from the other), the older injects and the admission warns
+// that the newer selects the pod but is stopped, naming both and the field.
+func TestStoppedSidecarSetIsReported(t *testing.T) {
+	h := testInjector(t)
+	older := logAgentSet("agent-a", nil)
+	older.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	newer := logAgentSet("agent-b", nil)
+	newer.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(time.Hour))
+	newer.Spec.Containers[0].Name = "agent-a" // the same container as the older set's
+	h.Sets = storeOf(t, ptrTo(func() bool { return true }), older, newer)
+
+	resp := handle(t, h, rawRequest(t, mustMarshal(t, optedInPod("web", nil)), "web"))
+	if !resp.Allowed || len(resp.Patch) == 0 {
+		t.Fatalf("the older SidecarSet does not inject: allowed %v, result %+v", resp.Allowed, resp.Result)
+	}
+	if len(resp.Warnings) != 1 || !contains(resp.Warnings[0], `SidecarSet "agent-b" selects this pod but injects nothing`,
+		`older SidecarSet "agent-a"`, "spec.containers[0].name") {
+		t.Errorf("warnings = %q, want one naming the stopped set, the older one and the field", resp.Warnings)
+	}
+
+	// A pod the stopped set does not select gets no warning.
+	other := optedInPod("web", map[string]string{"app": "other"})
+	if resp := handle(t, h, rawRequest(t, mustMarshal(t, other), "web")); len(resp.Warnings) != 0 {
+		t.Errorf("warnings for a pod no set selects: %q", resp.Warnings)
+	}
+}
+
+func contains(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
