@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,12 +26,35 @@ import (
 // podHasContainer reports whether the Pod's container carries the rendered sidecar, both
 // defaulted as the API server would store them in that list of a Pod on the host network or not.
 func podHasContainer(pod, sidecar *corev1.Container, init, hostNetwork bool) bool {
-	have := podrules.DefaultedContainer(pod, init, hostNetwork)
-	want := podrules.DefaultedContainer(sidecar, init, hostNetwork)
-	if have.ImagePullPolicy == corev1.PullAlways {
-		want.ImagePullPolicy = corev1.PullAlways
+	have, want := defaultedPair(pod, sidecar, init, hostNetwork)
+	return contains(have, want)
+}
+
+// missingFields are the fields of the rendered sidecar that the Pod's container does not
+// carry (see podHasContainer), by their JSON names, sorted.
+func missingFields(pod, sidecar *corev1.Container, init, hostNetwork bool) []string {
+	have, want := defaultedPair(pod, sidecar, init, hostNetwork)
+	h, _ := have.(map[string]any)
+	var out []string
+	for k, w := range want.(map[string]any) {
+		if !contains(h[k], w) {
+			out = append(out, k)
+		}
 	}
-	return contains(toJSONValue(have), toJSONValue(want))
+	slices.Sort(out)
+	return out
+}
+
+// defaultedPair is the Pod's container and the rendered sidecar as the API server would store
+// them, as generic JSON; the one field an admission plugin overrides outright,
+// imagePullPolicy, is the Pod's when it is Always (AlwaysPullImages).
+func defaultedPair(pod, sidecar *corev1.Container, init, hostNetwork bool) (have, want any) {
+	h := podrules.DefaultedContainer(pod, init, hostNetwork)
+	w := podrules.DefaultedContainer(sidecar, init, hostNetwork)
+	if h.ImagePullPolicy == corev1.PullAlways {
+		w.ImagePullPolicy = corev1.PullAlways
+	}
+	return toJSONValue(h), toJSONValue(w)
 }
 
 // sameVolume reports whether two volumes are equal once both are defaulted. Volumes are

@@ -30,6 +30,7 @@ type Result struct {
 	volumes                    listEdit[corev1.Volume]
 	pullSecrets                listEdit[corev1.LocalObjectReference]
 	annotations                map[string]*string // key -> new value; nil value removes it
+	owners                     map[string]string  // injected container name -> set
 	copies                     map[string]*Copies // injected container name -> entries copied from app containers
 }
 
@@ -155,6 +156,7 @@ func (b *builder) finish(res *Result) {
 	pod := b.pod
 	res.Warnings = b.warnings
 	res.copies = b.copies
+	res.owners = b.containerOwner
 	carries := func(init bool) func(sidecar, have *corev1.Container) bool {
 		return func(sidecar, have *corev1.Container) bool {
 			return podHasContainer(have, sidecar, init, pod.Spec.HostNetwork)

@@ -1,0 +1,205 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// InPlace is how a running Pod gets a SidecarSet's current content without being recreated:
+// the sidecars whose image changes, and the new record. Only an image can change in a running
+// Pod's containers; when anything else of the set's content differs, Blocked says what, and the
+// Pod stays as it is until it is recreated.
+type InPlace struct {
+	// SidecarSet is the set whose injection is brought up to date.
+	SidecarSet string
+	// From and To are the set's hash in the Pod's record and the set's current hash.
+	From, To string
+	// Images are the sidecars whose image changes, in the Pod's order (init containers first).
+	Images []ImageChange
+	// Blocked says, field by field, what of the set's current content a running Pod cannot
+	// take. When it is set, nothing is to be patched.
+	Blocked []string
+
+	pod     *corev1.Pod
+	records Records
+}
+
+// ImageChange is one sidecar's new image.
+type ImageChange struct {
+	// Init is true for a container of spec.initContainers (a native sidecar).
+	Init bool
+	// Index is the container's index in its list.
+	Index int
+	// Name, From and To are the container's name, its image now and its image after.
+	Name, From, To string
+}
+
+// Current reports whether the Pod already holds the set's current content.
+func (u *InPlace) Current() bool { return u.From == u.To }
+
+// UpdateInPlace works out how the Pod, which the named SidecarSet injected earlier (its record
+// says so), gets the set's current content in place. in.Sets are all SidecarSets that may apply
+// to the Pod, as for Apply (the others' records are left alone); the named set must be one of
+// them.
+//
+// The update is decided by the engine itself: the Pod with the new images and the new record
+// must be what Apply keeps unchanged, that is, exactly what injecting the Pod afresh gives for
+// this set (what admission plugins added to the sidecars stays). Anything else that differs is
+// reported in Blocked.
+func UpdateInPlace(in Input, set string) (*InPlace, error) {
+	c, ok := in.known(set)
+	if !ok || !slices.Contains(in.Sets, c) {
+		return nil, fmt.Errorf("SidecarSet %q is not among the sets that may apply to the pod", set)
+	}
+	records, err := ParseRecords(in.Pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok := records[set]
+	if !ok {
+		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
+	}
+	u := &InPlace{SidecarSet: set, From: rec.Hash, To: c.Hash, pod: in.Pod}
+	if u.Current() {
+		return u, nil
+	}
+	if reason := c.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
+		u.Blocked = append(u.Blocked, fmt.Sprintf("the SidecarSet no longer injects into this pod (%s)", reason))
+		return u, nil
+	}
+
+	// The Pod as it would be after the update: new images, new record.
+	target := in.Pod.DeepCopy()
+	for _, l := range []struct {
+		init     bool
+		names    []string
+		pod      []corev1.Container
+		declared []appsv1alpha1.SidecarContainer
+	}{
+		{true, rec.InitContainers, target.Spec.InitContainers, c.Set.Spec.InitContainers},
+		{false, rec.Containers, target.Spec.Containers, c.Set.Spec.Containers},
+	} {
+		for i := range l.pod {
+			if !slices.Contains(l.names, l.pod[i].Name) {
+				continue
+			}
+			j := slices.IndexFunc(l.declared, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == l.pod[i].Name })
+			if j < 0 {
+				u.Blocked = append(u.Blocked, fmt.Sprintf("%s: the SidecarSet no longer declares container %q", listField(l.init), l.pod[i].Name))
+				continue
+			}
+			if image := l.declared[j].Image; image != l.pod[i].Image {
+				u.Images = append(u.Images, ImageChange{Init: l.init, Index: i, Name: l.pod[i].Name, From: l.pod[i].Image, To: image})
+				l.pod[i].Image = image
+			}
+		}
+	}
+	rec.Hash = c.Hash
+	records[set] = rec
+	target.Annotations[appsv1alpha1.StatusAnnotation] = records.Encode()
+	u.records = records
+
+	res, err := Apply(Input{Pod: target, Sets: in.Sets, NamespaceLabels: in.NamespaceLabels, Known: in.Known})
+	if err != nil {
+		u.Blocked = append(u.Blocked, err.Error())
+		return u, nil
+	}
+	u.Blocked = append(u.Blocked, differences(target, res, set)...)
+	if len(u.Blocked) > 0 {
+		u.Images = nil
+	}
+	return u, nil
+}
+
+// differences lists what of the set's content Apply would change in target, which holds the
+// set's new images: the fields of a sidecar that target's container does not carry, and the
+// containers, volumes and pull secrets the set would add or no longer adds. Changes Apply
+// makes for other sets do not count.
+func differences(target *corev1.Pod, res *Result, set string) []string {
+	var out []string
+	recs, _ := ParseRecords(target.Annotations) // written by UpdateInPlace: it parses
+	was, now := ownedBy(Records{set: recs[set]}), ownedBy(Records{set: res.Records[set]})
+	for _, l := range []struct {
+		init bool
+		edit *listEdit[corev1.Container]
+		was  sets.Set[string]
+	}{
+		{true, &res.initContainers, was.initContainers},
+		{false, &res.containers, was.containers},
+	} {
+		if l.edit.noop {
+			continue
+		}
+		field := listField(l.init)
+		readded := sets.New[string]()
+		for _, s := range l.edit.final {
+			if s.orig >= 0 || res.owners[s.item.Name] != set {
+				continue
+			}
+			readded.Insert(s.item.Name)
+			j := slices.IndexFunc(l.edit.orig, func(c corev1.Container) bool { return c.Name == s.item.Name })
+			if j < 0 {
+				out = append(out, fmt.Sprintf("%s[%s]: the SidecarSet now injects this container", field, s.item.Name))
+				continue
+			}
+			missing := missingFields(&l.edit.orig[j], s.item, l.init, target.Spec.HostNetwork)
+			if len(missing) == 0 {
+				missing = []string{"(position)"}
+			}
+			for _, f := range missing {
+				out = append(out, fmt.Sprintf("%s[%s].%s: changed, and a running pod's container takes only a new image", field, s.item.Name, f))
+			}
+		}
+		for _, i := range l.edit.removed {
+			if name := l.edit.orig[i].Name; l.was.Has(name) && !readded.Has(name) {
+				out = append(out, fmt.Sprintf("%s[%s]: the SidecarSet no longer injects this container", field, name))
+			}
+		}
+	}
+	for _, s := range res.volumes.final {
+		if s.orig < 0 && now.volumes.Has(s.item.Name) {
+			if was.volumes.Has(s.item.Name) {
+				out = append(out, fmt.Sprintf("spec.volumes[%s]: changed, and a running pod's volumes cannot change", s.item.Name))
+			} else {
+				out = append(out, fmt.Sprintf("spec.volumes[%s]: the SidecarSet now adds this volume", s.item.Name))
+			}
+		}
+	}
+	for _, v := range sets.List(was.volumes.Difference(now.volumes)) {
+		out = append(out, fmt.Sprintf("spec.volumes[%s]: the SidecarSet no longer adds this volume", v))
+	}
+	for _, v := range sets.List(now.pullSecrets.Difference(was.pullSecrets)) {
+		out = append(out, fmt.Sprintf("spec.imagePullSecrets[%s]: the SidecarSet now adds this pull secret", v))
+	}
+	return out
+}
+
+// Patch returns the JSON patch operations of the update: a test of the Pod's resourceVersion
+// (the optimistic lock: a Pod changed since it was read is not patched), the new images, and
+// the new record. Nil when the Pod is current or the update is blocked.
+func (u *InPlace) Patch() []jsonpatch.Operation {
+	if u.Current() || len(u.Blocked) > 0 {
+		return nil
+	}
+	ops := []jsonpatch.Operation{{Operation: "test", Path: "/metadata/resourceVersion", Value: u.pod.ResourceVersion}}
+	for _, c := range u.Images {
+		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: "/" + strings.ReplaceAll(listField(c.Init), ".", "/") + "/" + strconv.Itoa(c.Index) + "/image", Value: c.To})
+	}
+	return append(ops, jsonpatch.Operation{Operation: "replace",
+		Path: "/metadata/annotations/" + escapeJSONPointer(appsv1alpha1.StatusAnnotation), Value: u.records.Encode()})
+}
+
+func listField(init bool) string {
+	if init {
+		return "spec.initContainers"
+	}
+	return "spec.containers"
+}

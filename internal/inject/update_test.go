@@ -1,0 +1,175 @@
+package inject_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// TestUpdateInPlace injects a pod with a SidecarSet, lets the admission chain add what it adds,
+// changes the set, and checks what UpdateInPlace makes of it: image changes are patched (and
+// the patched pod is what injecting afresh gives), anything else is blocked by field.
+func TestUpdateInPlace(t *testing.T) {
+	tokenMount := corev1.VolumeMount{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}
+	base := func() *appsv1alpha1.SidecarSet {
+		s := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
+			VolumeMounts: []corev1.VolumeMount{{Name: "agent-config", MountPath: "/etc/agent"}}})
+		s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "proxy:1",
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}}
+		s.Spec.Volumes = []corev1.Volume{{Name: "agent-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		return s
+	}
+	tests := []struct {
+		name   string
+		change func(s *appsv1alpha1.SidecarSet)
+		// wantImages are "name:from->to"; wantBlocked are substrings of Blocked, in order.
+		wantImages  []string
+		wantBlocked []string
+	}{
+		{"nothing changed", func(*appsv1alpha1.SidecarSet) {}, nil, nil},
+		{"regular sidecar image", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "agent:2" },
+			[]string{"agent:agent:1->agent:2"}, nil},
+		{"native sidecar and regular sidecar images", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Image = "agent:2"
+			s.Spec.InitContainers[0].Image = "proxy:2"
+		}, []string{"proxy:proxy:1->proxy:2", "agent:agent:1->agent:2"}, nil},
+		{"env", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Image = "agent:2"
+			s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
+		}, nil, []string{"spec.containers[agent].env: changed"}},
+		{"resources", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InitContainers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
+		}, nil, []string{"spec.initContainers[proxy].resources: changed"}},
+		{"a new container", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers = append(s.Spec.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "metrics", Image: "metrics:1"}})
+		}, nil, []string{"spec.containers[metrics]: the SidecarSet now injects this container"}},
+		{"a container removed", func(s *appsv1alpha1.SidecarSet) { s.Spec.InitContainers = nil }, nil,
+			[]string{"spec.initContainers: the SidecarSet no longer declares container \"proxy\""}},
+		{"a volume changed", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Volumes[0].EmptyDir.Medium = corev1.StorageMediumMemory
+		}, nil, []string{"spec.volumes[agent-config]: changed"}},
+		{"the selector no longer selects the pod", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Image = "agent:2"
+			s.Spec.Selector.MatchLabels["app"] = "api"
+		}, nil, []string{"no longer injects into this pod"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := base()
+			res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, old)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the admission chain adds to every container: a token mount, Always.
+			pod := res.Pod()
+			pod.ResourceVersion = "42"
+			for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+				for i := range list {
+					list[i].VolumeMounts = append(list[i].VolumeMounts, tokenMount)
+					list[i].ImagePullPolicy = corev1.PullAlways
+				}
+			}
+			set := base()
+			tt.change(set)
+			sets := compile(t, set)
+			u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "agent")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var images []string
+			for _, c := range u.Images {
+				images = append(images, c.Name+":"+c.From+"->"+c.To)
+			}
+			if strings.Join(images, ",") != strings.Join(tt.wantImages, ",") {
+				t.Errorf("Images = %v, want %v", images, tt.wantImages)
+			}
+			if len(u.Blocked) != len(tt.wantBlocked) {
+				t.Fatalf("Blocked = %q, want %d entries like %q", u.Blocked, len(tt.wantBlocked), tt.wantBlocked)
+			}
+			for i, want := range tt.wantBlocked {
+				if !strings.Contains(u.Blocked[i], want) {
+					t.Errorf("Blocked[%d] = %q, want it to contain %q", i, u.Blocked[i], want)
+				}
+			}
+			ops := u.Patch()
+			if len(tt.wantBlocked) > 0 || u.Current() {
+				if ops != nil {
+					t.Errorf("Patch() = %s, want none", mustJSON(t, ops))
+				}
+				return
+			}
+			if ops[0].Operation != "test" || ops[0].Path != "/metadata/resourceVersion" || ops[0].Value != "42" {
+				t.Errorf("first operation %+v, want a test of resourceVersion 42", ops[0])
+			}
+			// The patched pod is current: injecting it afresh changes nothing, and it kept
+			// what the admission chain added.
+			updated := patchedPod(t, pod, ops)
+			again, err := inject.Apply(inject.Input{Pod: updated, Sets: compile(t, set)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Changed() {
+				t.Errorf("the updated pod is not current: Apply would patch %s", mustJSON(t, again.Patch()))
+			}
+			if hash, _ := inject.InjectedHash(updated.Annotations, "agent"); hash != sets[0].Hash {
+				t.Errorf("record hash %q, want the set's %q", hash, sets[0].Hash)
+			}
+			for _, list := range [][]corev1.Container{updated.Spec.Containers, updated.Spec.InitContainers} {
+				for _, c := range list {
+					if len(c.VolumeMounts) == 0 || c.VolumeMounts[len(c.VolumeMounts)-1].MountPath != tokenMount.MountPath || c.ImagePullPolicy != corev1.PullAlways {
+						t.Errorf("container %s lost what the admission chain added: %+v", c.Name, c)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestUpdateInPlaceLeavesOtherSetsAlone: another set's outdated sidecar neither blocks the update
+// nor is touched by it.
+func TestUpdateInPlaceLeavesOtherSetsAlone(t *testing.T) {
+	a := sidecarSet("a", corev1.Container{Name: "a", Image: "a:1"})
+	b := sidecarSet("b", corev1.Container{Name: "b", Image: "b:1"})
+	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, a, b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := res.Pod()
+	pod.ResourceVersion = "7"
+	a.Spec.Containers[0].Image, b.Spec.Containers[0].Image = "a:2", "b:2"
+	b.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", Value: "y"}} // b cannot update in place
+	sets := compile(t, a, b)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Blocked) > 0 || len(u.Images) != 1 || u.Images[0].To != "a:2" {
+		t.Fatalf("update of a: images %+v, blocked %q", u.Images, u.Blocked)
+	}
+	updated := patchedPod(t, pod, u.Patch())
+	if got := containerImage(updated, "b"); got != "b:1" {
+		t.Errorf("b's sidecar image = %q, want it untouched (b:1)", got)
+	}
+	if hash, _ := inject.InjectedHash(updated.Annotations, "b"); hash == sets[1].Hash || hash == "" {
+		t.Errorf("b's record hash = %q: it must stay the old one", hash)
+	}
+	if ub, err := inject.UpdateInPlace(inject.Input{Pod: updated, Sets: sets}, "b"); err != nil || len(ub.Blocked) != 1 ||
+		!strings.Contains(ub.Blocked[0], "spec.containers[b].env") {
+		t.Errorf("update of b: %v, blocked %q; want one entry naming spec.containers[b].env", err, ub.Blocked)
+	}
+}
+
+func containerImage(pod *corev1.Pod, name string) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return c.Image
+		}
+	}
+	return ""
+}
