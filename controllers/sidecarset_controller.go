@@ -2,14 +2,17 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -37,11 +40,18 @@ type SidecarSetReconciler struct {
 	Scope status.Scope
 	// Now is the clock for condition transitions; time.Now when nil.
 	Now func() time.Time
+	// APIReader reads Pods whole, from the API server, for in-place updates (the cache keeps
+	// no Pod spec).
+	APIReader client.Reader
+	// Recorder records events on SidecarSets and Pods; none when nil.
+	Recorder events.EventRecorder
+
+	memory rolloutMemory
 }
 
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -49,14 +59,24 @@ type SidecarSetReconciler struct {
 func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var set appsv1alpha1.SidecarSet
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.memory.drop(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, err := r.compute(ctx, &set)
-	if err != nil {
+	stale := errors.Is(err, errStale)
+	if err != nil && !stale {
 		return ctrl.Result{}, err
 	}
+	// A pod that changed while it was being updated is tried again soon; the status is
+	// written all the same.
+	result := ctrl.Result{}
+	if stale {
+		result.RequeueAfter = time.Second
+	}
 	if equality.Semantic.DeepEqual(want, set.Status) {
-		return ctrl.Result{}, nil
+		return result, nil
 	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
 	// reads it concurrently): patch a copy. The optimistic lock turns a write based on a stale
@@ -67,7 +87,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
 	}
-	return ctrl.Result{}, nil
+	return result, nil
 }
 
 // compute returns the status the SidecarSet should have. A set that cannot be compiled (only
@@ -87,7 +107,16 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	// it says so (Subscribe), and the set is reconciled again.
 	conflicts := r.Sets.Load().Conflicts[set.Name]
 	counts := status.Count(compiled, pods, namespaceLabels, r.Scope)
-	return status.Compute(compiled, counts, conflicts, set.Status.Conditions, now), nil
+	var ro *status.Rollout
+	if rollingUpdate(set) {
+		ro, err = r.roll(ctx, compiled, pods, namespaceLabels)
+		if err != nil && !errors.Is(err, errStale) {
+			return appsv1alpha1.SidecarSetStatus{}, err
+		}
+	} else {
+		r.memory.drop(set.Name)
+	}
+	return status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now), err
 }
 
 // gather reads the opted-in Pods and the namespace labels (without copying them: they are

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // SidecarSetSpec declares what to inject and into which Pods.
@@ -62,6 +63,66 @@ type SidecarSetSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Injection strategy"
 	InjectionStrategy InjectionStrategy `json:"injectionStrategy,omitempty"`
+
+	// UpdateStrategy says whether and how Pods injected earlier are brought up to date in
+	// place when the SidecarSet changes. The default, NotUpdate, leaves them as they are until
+	// they are recreated, so that upgrading the operator or editing a set never restarts
+	// sidecars on its own.
+	// +optional
+	// +kubebuilder:default={type: NotUpdate}
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Update strategy"
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+}
+
+// UpdateStrategyType says whether running Pods are updated.
+// +kubebuilder:validation:Enum=RollingUpdate;NotUpdate
+type UpdateStrategyType string
+
+const (
+	// RollingUpdate updates running Pods in place: a sidecar whose image changed gets the new
+	// image (the kubelet restarts that container only; the Pod and its app containers stay).
+	// Pods whose sidecars changed in any other way cannot be updated in place; the status says
+	// which and why.
+	RollingUpdate UpdateStrategyType = "RollingUpdate"
+	// NotUpdate leaves running Pods as they are. It is the default.
+	NotUpdate UpdateStrategyType = "NotUpdate"
+)
+
+// UpdateStrategy says whether and how running Pods are updated in place.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : self.maxUnavailable != '0%')",message="maxUnavailable must be at least 1 (or a percentage above 0%), or no Pod could ever be updated",fieldPath=".maxUnavailable"
+// +kubebuilder:validation:XValidation:rule="!has(self.partition) || type(self.partition) != int || self.partition >= 0",message="partition must not be negative",fieldPath=".partition"
+type UpdateStrategy struct {
+	// Type is RollingUpdate or NotUpdate.
+	// +kubebuilder:default=NotUpdate
+	// +optional
+	Type UpdateStrategyType `json:"type,omitempty"`
+
+	// Partition is how many of the matched Pods keep their current sidecars: a number, or a
+	// percentage of the matched Pods (rounded up). Pods are updated not-Ready first, then in
+	// namespace/name order; Pods created after the change are injected with the new content
+	// and count as updated. Default 0: all.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	Partition *intstr.IntOrString `json:"partition,omitempty"`
+
+	// MaxUnavailable is how many of the matched Pods may be unavailable at once (not Ready, or
+	// updated and not yet running the new images), counting Pods unavailable for other reasons:
+	// a number, or a percentage of the matched Pods (rounded down, at least 1). Default 1.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// Paused stops starting Pod updates; updates already made finish on their own.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Selector limits updates to the Pods it also matches (a canary by label). Unset: every
+	// matched Pod.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
 // InjectionStrategy controls injection into newly created Pods.
@@ -146,7 +207,9 @@ type SidecarContainer struct {
 //   - excluded: would be matched but for its namespace, which the webhook never serves;
 //   - updated: matched and injected by this SidecarSet with its current hash;
 //   - ready: matched, injected by this SidecarSet (any hash), and its Ready condition is True;
-//   - updatedReady: both updated and ready.
+//   - updatedReady: both updated and ready, and no sidecar of this set is reported by the
+//     kubelet running another image than the set declares;
+//   - unavailable: matched and not Ready, or updated and not yet running the new images.
 type SidecarSetStatus struct {
 	// ObservedGeneration is the metadata.generation these counts were computed for.
 	// +optional
@@ -183,6 +246,12 @@ type SidecarSetStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	UpdatedReadyPods int32 `json:"updatedReadyPods"`
+
+	// UnavailablePods is the number of matched Pods that are not Ready, or are updated and not
+	// yet running the new images. A rolling update never makes it exceed maxUnavailable.
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Unavailable pods",xDescriptors="urn:alm:descriptor:text"
+	// +optional
+	UnavailablePods int32 `json:"unavailablePods,omitempty"`
 
 	// Hash identifies the current injected content (containers, init containers, volumes and
 	// pull secrets). Pods record the hash they were injected with in the sidecarset.io/status
@@ -246,4 +315,10 @@ const (
 	// nothing until the conflict is resolved (reason StoppedByConflict). The message names the
 	// other SidecarSet and the fields.
 	ConditionConflict = "Conflict"
+	// ConditionRollingUpdate reports, for updateStrategy RollingUpdate, whether running Pods
+	// are being updated in place: True while updates remain (reason Progressing, or Paused);
+	// False when there is nothing left to update (reason Complete, or PodsNotUpdatable when
+	// some outdated Pods cannot take the change in place; the message names them and the
+	// fields).
+	ConditionRollingUpdate = "RollingUpdate"
 )

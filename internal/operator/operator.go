@@ -60,7 +60,9 @@ func CacheOptions() cache.Options {
 	}
 }
 
-// trimPod drops what status computation never reads: the spec and most of the status.
+// trimPod drops what status computation never reads: the spec and most of the status. Of the
+// container statuses it keeps the name, image and ready flag: an in-place update counts as
+// done when the kubelet reports the new image (status.Classify).
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -73,7 +75,8 @@ func trimPod(obj any) (any, error) {
 			Labels: pod.Labels, Annotations: pod.Annotations, DeletionTimestamp: pod.DeletionTimestamp,
 			Generation: pod.Generation, OwnerReferences: pod.OwnerReferences,
 		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions,
+			ContainerStatuses: trimStatuses(pod.Status.ContainerStatuses), InitContainerStatuses: trimStatuses(pod.Status.InitContainerStatuses)},
 	}, nil
 }
 
@@ -110,7 +113,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err := setupWebhooks(mgr, store, excluded); err != nil {
 		return nil, err
 	}
-	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded}}
+	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller")}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
@@ -166,4 +170,15 @@ func addHealthChecks(mgr ctrl.Manager, store *snapshot.Store) error {
 		}
 		return nil
 	})
+}
+
+func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i := range in {
+		out[i] = corev1.ContainerStatus{Name: in[i].Name, Image: in[i].Image, ImageID: in[i].ImageID, Ready: in[i].Ready}
+	}
+	return out
 }

@@ -12,13 +12,14 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/validation"
 )
 
 // Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
 type Counts struct {
-	Matched, Excluded, Updated, Ready, UpdatedReady int32
+	Matched, Excluded, Updated, Ready, UpdatedReady, Unavailable int32
 }
 
 // Scope is where the pod webhook injects: everywhere but kube-system, the operator's own
@@ -40,32 +41,86 @@ func (s Scope) Excludes(namespace string, labels map[string]string) bool {
 func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) Counts {
 	var c Counts
 	for _, pod := range pods {
-		if !Live(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
-			continue
-		}
-		nsLabels := namespaceLabels(pod.Namespace)
-		if set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
-			continue
-		}
-		if scope.Excludes(pod.Namespace, nsLabels) {
-			c.Excluded++
-			continue
-		}
-		c.Matched++
-		hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
-		updated := injected && hash == set.Hash
-		ready := injected && PodReady(pod)
-		if updated {
-			c.Updated++
-		}
-		if ready {
-			c.Ready++
-		}
-		if updated && ready {
-			c.UpdatedReady++
+		s, selected := Classify(set, pod, namespaceLabels, scope)
+		if selected {
+			c.add(s)
 		}
 	}
 	return c
+}
+
+// PodState is how one Pod the SidecarSet selects stands; see SidecarSetStatus for the terms.
+type PodState struct {
+	Pod                                *corev1.Pod
+	Excluded, Injected, Updated, Ready bool
+	// Running is false when the kubelet reports a sidecar of this set running another image
+	// than the set declares (an in-place update not yet applied by the kubelet).
+	Running bool
+}
+
+// Available reports whether the Pod counts as available: Ready and, when updated, running
+// the new images.
+func (s PodState) Available() bool { return s.Ready && (!s.Updated || s.Running) }
+
+func (c *Counts) add(s PodState) {
+	if s.Excluded {
+		c.Excluded++
+		return
+	}
+	c.Matched++
+	if s.Updated {
+		c.Updated++
+	}
+	if s.Injected && s.Ready {
+		c.Ready++
+	}
+	if s.Updated && s.Ready && s.Running {
+		c.UpdatedReady++
+	}
+	if !s.Available() {
+		c.Unavailable++
+	}
+}
+
+// Classify says how the Pod stands against the set; selected is false when the set does not
+// select it at all (not live, not opted in, or not matching the selectors).
+func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) (s PodState, selected bool) {
+	if !Live(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
+		return s, false
+	}
+	nsLabels := namespaceLabels(pod.Namespace)
+	if set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
+		return s, false
+	}
+	s.Pod = pod
+	if scope.Excludes(pod.Namespace, nsLabels) {
+		s.Excluded = true
+		return s, true
+	}
+	hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
+	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
+	s.Running = !injected || runsDeclaredImages(set, pod)
+	return s, true
+}
+
+// runsDeclaredImages reports whether no container status of the set's sidecars shows another
+// image than the set declares. A Pod without container statuses (not yet started) passes: its
+// Ready condition decides.
+func runsDeclaredImages(set *inject.CompiledSet, pod *corev1.Pod) bool {
+	for _, l := range []struct {
+		declared []appsv1alpha1.SidecarContainer
+		statuses []corev1.ContainerStatus
+	}{{set.Set.Spec.Containers, pod.Status.ContainerStatuses}, {set.Set.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
+		for i := range l.statuses {
+			st := &l.statuses[i]
+			for j := range l.declared {
+				if l.declared[j].Name == st.Name && !inject.SameImage(l.declared[j].Image, st.Image, st.ImageID) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // Live reports whether a Pod counts at all: not terminating and not finished.
@@ -88,7 +143,7 @@ func PodReady(pod *corev1.Pod) bool {
 // status does not change; new transitions get now). conflicts are the set's clashes with
 // other SidecarSets (snapshot.Snapshot.Conflicts). Equal inputs give equal statuses, so a
 // reconcile that finds nothing new writes nothing.
-func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Conflict, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Conflict, ro *Rollout, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
 	gen := set.Set.Generation
 	st := appsv1alpha1.SidecarSetStatus{
 		ObservedGeneration: gen,
@@ -97,14 +152,28 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 		UpdatedPods:        counts.Updated,
 		ReadyPods:          counts.Ready,
 		UpdatedReadyPods:   counts.UpdatedReady,
+		UnavailablePods:    counts.Unavailable,
 		Hash:               set.Hash,
 	}
 	for i := range old {
 		st.Conditions = append(st.Conditions, *old[i].DeepCopy())
 	}
 	meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionInvalid)
-	meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionConflict)
-	for _, c := range conditions(set, counts, conflicts) {
+	// Conditions that no longer apply go; the others are set, keeping their transition time
+	// when their status stays.
+	if len(conflicts) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionConflict)
+	}
+	conds := conditions(set, counts, conflicts)
+	if set.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate {
+		if ro == nil {
+			ro = &Rollout{}
+		}
+		conds = append(conds, rollingCondition(set, counts, *ro))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionRollingUpdate)
+	}
+	for _, c := range conds {
 		c.ObservedGeneration = gen
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
@@ -204,4 +273,45 @@ func noMatchMessage(set *inject.CompiledSet, c Counts) string {
 		msg += fmt.Sprintf("; %d selected pods are in such excluded namespaces (status.excludedPods)", c.Excluded)
 	}
 	return msg
+}
+
+// Rollout is where a RollingUpdate stands: the planner's last step, and the outdated Pods that
+// cannot take the change in place ("namespace/name: why", sorted).
+type Rollout struct {
+	Plan    rollout.Plan
+	Blocked []string
+}
+
+// maxNamed is how many blocked Pods a condition message names.
+const maxNamed = 5
+
+// rollingCondition is the RollingUpdate condition of a set whose updateStrategy is
+// RollingUpdate.
+func rollingCondition(set *inject.CompiledSet, c Counts, ro Rollout) metav1.Condition {
+	p := ro.Plan
+	cond := metav1.Condition{Type: appsv1alpha1.ConditionRollingUpdate}
+	progress := fmt.Sprintf("%d of %d matched pods carry hash %s", c.Updated, c.Matched, set.Hash)
+	if p.Keep > 0 {
+		progress += fmt.Sprintf(" (partition keeps %d)", p.Keep)
+	}
+	switch {
+	case set.Set.Spec.UpdateStrategy.Paused && p.Waiting > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Paused"
+		cond.Message = progress + fmt.Sprintf("; spec.updateStrategy.paused is true: %d pods wait", p.Waiting)
+	case len(p.Update) > 0 || p.Waiting > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
+		cond.Message = progress + fmt.Sprintf("; %d unavailable of at most %d", c.Unavailable, p.MaxUnavailable)
+	case len(ro.Blocked) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, "PodsNotUpdatable"
+		named := ro.Blocked[:min(len(ro.Blocked), maxNamed)]
+		cond.Message = progress + fmt.Sprintf("; %d pods cannot be updated in place and keep their sidecars until recreated: %s",
+			len(ro.Blocked), strings.Join(named, "; "))
+		if len(ro.Blocked) > maxNamed {
+			cond.Message += fmt.Sprintf("; and %d more", len(ro.Blocked)-maxNamed)
+		}
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, "Complete"
+		cond.Message = progress + "; nothing left to update"
+	}
+	return cond
 }

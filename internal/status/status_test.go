@@ -15,6 +15,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
@@ -112,10 +113,10 @@ func TestCount(t *testing.T) {
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "injected with the current hash, not Ready", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionFalse))},
-			want: Counts{Matched: 1, Updated: 1}},
+			want: Counts{Matched: 1, Updated: 1, Unavailable: 1}},
 		{name: "injected with the current hash, pending without conditions", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), phase(corev1.PodPending))},
-			want: Counts{Matched: 1, Updated: 1}},
+			want: Counts{Matched: 1, Updated: 1, Unavailable: 1}},
 		{name: "injected with an old hash and Ready", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "0123456789abcdef"}), ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, Ready: 1}},
@@ -185,7 +186,16 @@ func TestCount(t *testing.T) {
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), phase(corev1.PodSucceeded)),          // finished
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), label(appsv1alpha1.InjectLabel, "")), // not opted in
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
-		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1}},
+		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1}},
+		{name: "updated in place, the kubelet still runs the old image", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", "registry.example/old:1"))},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
+		{name: "updated in place, the kubelet runs the new image", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image))},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
+		{name: "old hash, another image running: available", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "old"}), ready(corev1.ConditionTrue), running("log-agent", "registry.example/old:1"))},
+			want: Counts{Matched: 1, Ready: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,7 +346,7 @@ func TestComputeConditions(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := Compute(tt.set, tt.counts, tt.conflicts, nil, now)
+			st := Compute(tt.set, tt.counts, tt.conflicts, nil, nil, now)
 			assertConditions(t, st.Conditions, tt.want)
 			for typ, subs := range tt.messages {
 				c := meta.FindStatusCondition(st.Conditions, typ)
@@ -373,7 +383,7 @@ func TestComputeTransitions(t *testing.T) {
 		oldCopy[i] = *old[i].DeepCopy()
 	}
 
-	st := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, old, now)
+	st := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, nil, old, now)
 
 	assertConditions(t, st.Conditions, []metav1.Condition{
 		cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", then),        // same status
@@ -390,7 +400,7 @@ func TestComputeTransitions(t *testing.T) {
 	}
 
 	// A second pass with the same counts changes nothing, however late.
-	again := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, st.Conditions, metav1.NewTime(now.Add(time.Hour)))
+	again := Compute(set, Counts{Matched: 2, Updated: 1, Ready: 2, UpdatedReady: 1}, nil, nil, st.Conditions, metav1.NewTime(now.Add(time.Hour)))
 	if !equality.Semantic.DeepEqual(again, st) {
 		t.Errorf("recomputing with the same counts changed the status:\n%s", diff.Diff(st, again))
 	}
@@ -496,7 +506,7 @@ func TestInvalid(t *testing.T) {
 		!strings.Contains(got.Message, "bad operator") || !got.LastTransitionTime.Equal(&now) {
 		t.Errorf("condition = %+v", got)
 	}
-	valid := Compute(c, Counts{}, nil, st.Conditions, now)
+	valid := Compute(c, Counts{}, nil, nil, st.Conditions, now)
 	if meta.FindStatusCondition(valid.Conditions, appsv1alpha1.ConditionInvalid) != nil {
 		t.Errorf("Compute kept the Invalid condition: %+v", valid.Conditions)
 	}
@@ -534,13 +544,74 @@ func TestConflictConditionGoesAway(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
 	set := compiledSet(t, "agent", nil)
 	counts := Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}
-	before := Compute(set, counts, nil, nil, now)
-	during := Compute(set, counts, []snapshot.Conflict{{With: "x", Fields: []string{"f"}}}, before.Conditions, now)
+	before := Compute(set, counts, nil, nil, nil, now)
+	during := Compute(set, counts, []snapshot.Conflict{{With: "x", Fields: []string{"f"}}}, nil, before.Conditions, now)
 	if meta.FindStatusCondition(during.Conditions, appsv1alpha1.ConditionConflict) == nil {
 		t.Fatalf("no Conflict condition: %+v", during.Conditions)
 	}
-	after := Compute(set, counts, nil, during.Conditions, now)
+	after := Compute(set, counts, nil, nil, during.Conditions, now)
 	if !equality.Semantic.DeepEqual(after, before) {
 		t.Errorf("status after the conflict (-before +after):\n%s", diff.Diff(before, after))
+	}
+}
+
+// running reports the container as running image, as the kubelet does.
+func running(name, image string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: image, Ready: true})
+	}
+}
+
+// TestRollingUpdateCondition: the condition is there only for RollingUpdate sets, says where
+// the rollout stands, and keeps its transition time while its status stays.
+func TestRollingUpdateCondition(t *testing.T) {
+	rolling := func(paused bool) func(*appsv1alpha1.SidecarSet) {
+		return func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, Paused: paused}
+		}
+	}
+	counts := Counts{Matched: 4, Updated: 2, Ready: 4, UpdatedReady: 1, Unavailable: 1}
+	blocked := []string{"shop/a: spec.containers[log-agent].env: changed", "shop/b: x", "shop/c: x", "shop/d: x", "shop/e: x", "shop/f: x"}
+	tests := []struct {
+		name                 string
+		set                  *inject.CompiledSet
+		ro                   *Rollout
+		wantStatus           metav1.ConditionStatus // "" when the condition must be absent
+		wantReason, wantText string
+	}{
+		{"NotUpdate has no condition", compiledSet(t, "log-agent", nil), &Rollout{}, "", "", ""},
+		{"progressing", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Update: []int{1}, Waiting: 1, MaxUnavailable: 1}},
+			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash"},
+		{"waiting for the budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Waiting: 2, MaxUnavailable: 1, Keep: 1}},
+			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 1 unavailable of at most 1"},
+		{"paused", compiledSet(t, "log-agent", nil, rolling(true)), &Rollout{Plan: rollout.Plan{Waiting: 2}},
+			metav1.ConditionTrue, "Paused", "2 pods wait"},
+		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
+			metav1.ConditionFalse, "PodsNotUpdatable", "6 pods cannot be updated in place and keep their sidecars until recreated: shop/a: spec.containers[log-agent].env: changed; shop/b: x; shop/c: x; shop/d: x; shop/e: x; and 1 more"},
+		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), nil,
+			metav1.ConditionFalse, "Complete", "nothing left to update"},
+	}
+	now := metav1.NewTime(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Compute(tt.set, counts, nil, tt.ro, nil, now)
+			if st.UnavailablePods != 1 {
+				t.Errorf("unavailablePods = %d, want 1", st.UnavailablePods)
+			}
+			c := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionRollingUpdate)
+			if tt.wantStatus == "" {
+				if c != nil {
+					t.Fatalf("condition %+v, want none", c)
+				}
+				return
+			}
+			if c == nil || c.Status != tt.wantStatus || c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantText) {
+				t.Fatalf("condition %+v, want %s/%s with %q", c, tt.wantStatus, tt.wantReason, tt.wantText)
+			}
+			again := Compute(tt.set, counts, nil, tt.ro, st.Conditions, metav1.NewTime(now.Add(time.Minute)))
+			if !equality.Semantic.DeepEqual(st, again) {
+				t.Errorf("status changed with nothing new:\n%+v\n%+v", st, again)
+			}
+		})
 	}
 }

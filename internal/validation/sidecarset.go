@@ -6,8 +6,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -70,7 +72,8 @@ func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.Err
 	errs = append(errs, validateVolumes(spec.Volumes, path.Child("volumes"))...)
 	errs = append(errs, validateContainers(spec, path)...)
 	errs = append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
-	return append(errs, validateAsPod(spec, path, errs)...)
+	errs = append(errs, validateAsPod(spec, path, errs)...)
+	return append(errs, validateUpdateStrategy(&spec.UpdateStrategy, path.Child("updateStrategy"))...)
 }
 
 // validatePullSecrets checks that every image pull secret names a Secret, once.
@@ -86,6 +89,29 @@ func validatePullSecrets(refs []corev1.LocalObjectReference, path *field.Path) f
 			errs = append(errs, duplicate(p, ref.Name, fmt.Sprintf("Secret %q is listed twice; remove one of the entries", ref.Name)))
 		}
 		seen.Insert(ref.Name)
+	}
+	return errs
+}
+
+// validateUpdateStrategy checks spec.updateStrategy with the rules Kubernetes applies to a
+// Deployment's rolling update: partition and maxUnavailable are non-negative numbers or
+// percentages up to 100%; maxUnavailable is not zero. The selector must be valid.
+func validateUpdateStrategy(s *appsv1alpha1.UpdateStrategy, path *field.Path) field.ErrorList {
+	errs := metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, path.Child("selector"))
+	for _, f := range []struct {
+		name string
+		v    *intstr.IntOrString
+	}{{"partition", s.Partition}, {"maxUnavailable", s.MaxUnavailable}} {
+		if f.v == nil {
+			continue
+		}
+		p := path.Child(f.name)
+		errs = append(errs, appsvalidation.ValidatePositiveIntOrPercent(*f.v, p)...)
+		errs = append(errs, appsvalidation.IsNotMoreThan100Percent(*f.v, p)...)
+	}
+	if mu := s.MaxUnavailable; mu != nil && (mu.Type == intstr.Int && mu.IntVal == 0 || mu.Type == intstr.String && mu.StrVal == "0%") {
+		errs = append(errs, field.Invalid(path.Child("maxUnavailable"), mu.String(),
+			"must be at least 1 (or a percentage above 0%), or no Pod could ever be updated"))
 	}
 	return errs
 }

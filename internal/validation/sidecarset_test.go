@@ -7,7 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -137,5 +139,22 @@ func TestValidateSidecarSetMetadataAndSelectors(t *testing.T) {
 		{name: "image pull secret listed twice", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.ImagePullSecrets = append(s.Spec.ImagePullSecrets, s.Spec.ImagePullSecrets[0])
 		}, want: []wantErr{{"spec.imagePullSecrets[1].name", field.ErrorTypeDuplicate}}, detail: "registry-credentials"},
+		{name: "rolling update with partition and maxUnavailable", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+				Partition: ptr.To(intstr.FromString("20%")), MaxUnavailable: ptr.To(intstr.FromInt32(3)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "true"}}}
+		}},
+		{name: "maxUnavailable zero", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.MaxUnavailable = ptr.To(intstr.FromString("0%"))
+		}, want: []wantErr{{"spec.updateStrategy.maxUnavailable", field.ErrorTypeInvalid}}, detail: "at least 1"},
+		{name: "partition above 100%", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromString("120%"))
+		}, want: []wantErr{{"spec.updateStrategy.partition", field.ErrorTypeInvalid}}},
+		{name: "partition negative", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(-2))
+		}, want: []wantErr{{"spec.updateStrategy.partition", field.ErrorTypeInvalid}}},
+		{name: "update selector operator unknown", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.Selector = expr(metav1.LabelSelectorRequirement{Key: "canary", Operator: "Like"})
+		}, want: []wantErr{{"spec.updateStrategy.selector.matchExpressions[0].operator", field.ErrorTypeInvalid}}},
 	})
 }

@@ -98,7 +98,7 @@ func get[T runtime.Object](t *testing.T, objs map[string]runtime.Object, key str
 func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 	role := get[*rbacv1.ClusterRole](t, rendered(t), "ClusterRole/sidecarset-manager-role")
 	allowed := map[string][]string{
-		"/pods":                                 {"get", "list", "watch"},
+		"/pods":                                 {"get", "list", "watch", "patch"}, // patch: in-place sidecar updates
 		"/namespaces":                           {"get", "list", "watch"},
 		"/events":                               {"create", "patch"},
 		"events.k8s.io/events":                  {"create", "patch"},

@@ -1,0 +1,216 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
+)
+
+// errStale means a Pod changed between reading and patching it (the patch's resourceVersion
+// test failed): the SidecarSet is reconciled again.
+var errStale = errors.New("a pod changed while it was being updated; retrying")
+
+// rolloutMemory is what the rollout keeps between reconciles. It is only a cache: after a
+// restart or a leader change it is rebuilt from the Pods (their records say what was updated).
+type rolloutMemory struct {
+	mu sync.Mutex
+	// patched: set -> pod key -> the hash the Pod was patched to. The cache may not show the
+	// patch yet; until it does, the Pod counts as updated and unavailable, so the budget is
+	// never spent twice.
+	patched map[string]map[string]string
+	// blocked: set -> pod key -> why the Pod cannot take the set's hash in place.
+	blocked map[string]map[string]blockedPod
+}
+
+type blockedPod struct{ hash, why string }
+
+// roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
+// the rollout stands, for the status.
+func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
+	namespaceLabels func(string) map[string]string) (*status.Rollout, error) {
+	set := c.Set
+	strategy := set.Spec.UpdateStrategy
+	canary := labels.Everything()
+	if strategy.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(strategy.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("spec.updateStrategy.selector: %w", err)
+		}
+		canary = sel
+	}
+	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
+
+	r.memory.mu.Lock()
+	defer r.memory.mu.Unlock()
+	patched, blocked := r.memory.forSet(set.Name)
+	var (
+		plan    []rollout.Pod
+		targets []*corev1.Pod
+		ro      status.Rollout
+	)
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		s, selected := status.Classify(c, pod, namespaceLabels, r.Scope)
+		if !selected || s.Excluded {
+			continue
+		}
+		key := pod.Namespace + "/" + pod.Name
+		seen[key] = true
+		updated, available := s.Updated, s.Available()
+		if patched[key] == c.Hash {
+			if updated {
+				delete(patched, key) // the cache caught up
+			} else {
+				updated, available = true, false
+			}
+		}
+		b, isBlocked := blocked[key]
+		isBlocked = isBlocked && b.hash == c.Hash
+		if !updated {
+			switch {
+			case !s.Injected:
+				ro.Blocked = append(ro.Blocked, key+": not injected by this SidecarSet (created before it, or while it was paused); recreate it to inject")
+			case isBlocked:
+				ro.Blocked = append(ro.Blocked, key+": "+b.why)
+			}
+		}
+		plan = append(plan, rollout.Pod{Key: key, Updated: updated, Available: available,
+			Eligible: injecting && s.Injected && !isBlocked && canary.Matches(labels.Set(pod.Labels))})
+		targets = append(targets, pod)
+	}
+	forget(patched, seen)
+	forget(blocked, seen)
+	slices.Sort(ro.Blocked)
+
+	p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
+	if err != nil {
+		return nil, err
+	}
+	ro.Plan = p
+	var stale bool
+	for _, i := range p.Update {
+		hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels)
+		switch {
+		case errors.Is(err, errStale):
+			stale = true
+		case err != nil:
+			return nil, err
+		case why != "":
+			blocked[plan[i].Key] = blockedPod{hash: c.Hash, why: why}
+			ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
+		case hash != "":
+			patched[plan[i].Key] = hash
+		}
+	}
+	slices.Sort(ro.Blocked)
+	if stale {
+		return &ro, errStale
+	}
+	return &ro, nil
+}
+
+// updatePod reads the Pod afresh (the cache holds no spec) and patches the set's new images
+// into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
+// why it cannot be updated in place.
+func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
+	namespaceLabels func(string) map[string]string) (hash, why string, err error) {
+	var pod corev1.Pod
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		return "", "", fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
+	}
+	if pod.DeletionTimestamp != nil {
+		return "", "", nil
+	}
+	snap := r.Sets.Load()
+	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: inject.Candidates(snap.Sets, pod.Labels),
+		NamespaceLabels: namespaceLabels(pod.Namespace), Known: snap.Get}, c.Name())
+	if err != nil {
+		return "", err.Error(), nil
+	}
+	if u.Current() {
+		return u.To, "", nil
+	}
+	if len(u.Blocked) > 0 {
+		why := strings.Join(u.Blocked, "; ")
+		r.event(c.Set, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "Pod %s/%s cannot be updated in place: %s", pod.Namespace, pod.Name, why)
+		return "", why, nil
+	}
+	raw, err := json.Marshal(u.Patch())
+	if err != nil {
+		return "", "", err
+	}
+	if err := r.Client.Patch(ctx, &pod, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) || strings.Contains(err.Error(), "testing value /metadata/resourceVersion failed") {
+			return "", "", errStale
+		}
+		return "", "", fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var changes []string
+	for _, img := range u.Images {
+		changes = append(changes, fmt.Sprintf("%s: %s -> %s", img.Name, img.From, img.To))
+	}
+	logf.FromContext(ctx).Info("Updated pod in place", "pod", pod.Namespace+"/"+pod.Name, "images", changes)
+	r.event(&pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+	return u.To, "", nil
+}
+
+func (r *SidecarSetReconciler) event(obj client.Object, kind, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, kind, reason, action, format, args...)
+	}
+}
+
+func (m *rolloutMemory) forSet(set string) (map[string]string, map[string]blockedPod) {
+	if m.patched == nil {
+		m.patched, m.blocked = map[string]map[string]string{}, map[string]map[string]blockedPod{}
+	}
+	if m.patched[set] == nil {
+		m.patched[set], m.blocked[set] = map[string]string{}, map[string]blockedPod{}
+	}
+	return m.patched[set], m.blocked[set]
+}
+
+// forget drops the entries of pods no longer matched.
+func forget[V any](m map[string]V, seen map[string]bool) {
+	for k := range m {
+		if !seen[k] {
+			delete(m, k)
+		}
+	}
+}
+
+// rollingUpdate reports whether the set updates running pods.
+func rollingUpdate(set *appsv1alpha1.SidecarSet) bool {
+	return set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate
+}
+
+// drop forgets a set that was deleted or no longer rolls.
+func (m *rolloutMemory) drop(set string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.patched, set)
+	delete(m.blocked, set)
+}

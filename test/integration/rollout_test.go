@@ -1,0 +1,350 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// fakeKubelet plays the kubelet for the pods of one namespace (envtest has none): it reports
+// every container running its spec image and the pod Ready; when a container's image changes
+// in the spec, it takes the pod out of Ready, and after delay reports the new image running and
+// the pod Ready again, unless the image contains "broken" (such a container never becomes
+// ready). At every scan it counts the pods that are unavailable (not Ready, or running another
+// image than the spec names) and keeps the highest count.
+type fakeKubelet struct {
+	ns    string
+	delay time.Duration
+
+	mu             sync.Mutex
+	maxUnavailable int
+	since          map[string]time.Time // pod/container -> when its image changed
+}
+
+func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet {
+	t.Helper()
+	k := &fakeKubelet{ns: ns, delay: delay, since: map[string]time.Time{}}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+				k.scan(runCtx)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return k
+}
+
+func (k *fakeKubelet) highest() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.maxUnavailable
+}
+
+func (k *fakeKubelet) scan(ctx context.Context) {
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(k.ns)); err != nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	unavailable := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !podAvailable(pod) {
+			unavailable++
+		}
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		want := k.statusOf(pod)
+		if !equalStatuses(pod.Status, want) {
+			pod.Status = want
+			_ = k8s.Status().Update(ctx, pod) // a conflict is retried at the next scan
+		}
+	}
+	k.maxUnavailable = max(k.maxUnavailable, unavailable)
+}
+
+// statusOf is the status a kubelet would report now.
+func (k *fakeKubelet) statusOf(pod *corev1.Pod) corev1.PodStatus {
+	st := corev1.PodStatus{Phase: corev1.PodRunning}
+	ready := true
+	report := func(specs []corev1.Container, old []corev1.ContainerStatus) []corev1.ContainerStatus {
+		var out []corev1.ContainerStatus
+		for _, c := range specs {
+			key := pod.Name + "/" + c.Name
+			cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true}
+			for _, o := range old {
+				if o.Name == c.Name && o.Image != c.Image {
+					since, ok := k.since[key]
+					if !ok {
+						k.since[key], since = time.Now(), time.Now()
+					}
+					if time.Since(since) < k.delay || strings.Contains(c.Image, "broken") {
+						cs.Image, cs.Ready = o.Image, false
+					}
+				}
+			}
+			if cs.Image == c.Image && cs.Ready {
+				delete(k.since, key)
+			}
+			ready = ready && cs.Ready
+			out = append(out, cs)
+		}
+		return out
+	}
+	st.InitContainerStatuses = report(pod.Spec.InitContainers, pod.Status.InitContainerStatuses)
+	st.ContainerStatuses = report(pod.Spec.Containers, pod.Status.ContainerStatuses)
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == cond {
+			st.Conditions[0].LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	if st.Conditions[0].LastTransitionTime.IsZero() {
+		st.Conditions[0].LastTransitionTime = metav1.Now()
+	}
+	return st
+}
+
+func equalStatuses(a, b corev1.PodStatus) bool {
+	return fmt.Sprint(a.ContainerStatuses, a.InitContainerStatuses, a.Phase, readyOf(a)) ==
+		fmt.Sprint(b.ContainerStatuses, b.InitContainerStatuses, b.Phase, readyOf(b))
+}
+
+func readyOf(st corev1.PodStatus) corev1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// podAvailable: Ready, and every container reported running its spec image.
+func podAvailable(pod *corev1.Pod) bool {
+	if readyOf(pod.Status) != corev1.ConditionTrue {
+		return false
+	}
+	for _, l := range []struct {
+		spec []corev1.Container
+		st   []corev1.ContainerStatus
+	}{{pod.Spec.Containers, pod.Status.ContainerStatuses}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
+		for _, c := range l.spec {
+			for _, s := range l.st {
+				if s.Name == c.Name && s.Image != c.Image {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// rollingSet is a set with a regular and a native sidecar, updated in place one pod at a time.
+func rollingSet(name, app string) *appsv1alpha1.SidecarSet {
+	set := sidecarSet(name, app)
+	set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+		Name: name + "-proxy", Image: "registry.example/proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}}
+	set.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate}
+	return set
+}
+
+// rolloutPods creates n opted-in pods of app in ns, running and Ready under k.
+func rolloutPods(t *testing.T, ns, app string, n int) []*corev1.Pod {
+	t.Helper()
+	var pods []*corev1.Pod
+	for i := range n {
+		pod := appPod(ns, fmt.Sprintf("%s-%d", app, i), app, true)
+		must(t, k8s.Create(ctx, pod))
+		pods = append(pods, pod)
+	}
+	return pods
+}
+
+// setImages changes the set's sidecar images.
+func setImages(t *testing.T, set *appsv1alpha1.SidecarSet, mutate func(*appsv1alpha1.SidecarSet)) {
+	t.Helper()
+	eventually(t, "the SidecarSet to be updated", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+			return false, err.Error()
+		}
+		mutate(&cur)
+		err := k8s.Update(ctx, &cur)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func rollingCondition(t *testing.T, set *appsv1alpha1.SidecarSet, reason string, text ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s's RollingUpdate condition to be %s", set.Name, reason), func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
+		if c == nil || cur.Status.ObservedGeneration != cur.Generation {
+			return false, fmt.Sprintf("%+v", cur.Status)
+		}
+		return c.Reason == reason && contains(c.Message, text...), c.Reason + ": " + c.Message
+	})
+}
+
+// imagesOf is "container=image" for every container of the pod, init containers first.
+func imagesOf(pod *corev1.Pod) string {
+	var out []string
+	for _, l := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range l {
+			out = append(out, c.Name+"="+c.Image)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// TestRollingUpdateInPlace rolls new images of a regular and a native sidecar through running
+// pods: same pods (UIDs), app containers untouched, never more than maxUnavailable pods
+// unavailable at any observed moment, and the status ends Complete with every pod updated and
+// ready.
+func TestRollingUpdateInPlace(t *testing.T) {
+	ns := newNamespace(t, nil)
+	kubelet := startFakeKubelet(t, ns, 300*time.Millisecond)
+	set := createSet(t, rollingSet("roll", "roll"))
+	pods := rolloutPods(t, ns, "roll", 4)
+	waitForCounts(t, set, counts{4, 4, 4, 4})
+	before := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		before[p.Name] = getPod(t, p)
+	}
+	if kubelet.highest() != 4 { // every pod started unavailable
+		t.Logf("highest unavailable before the rollout: %d", kubelet.highest())
+	}
+	kubelet.mu.Lock()
+	kubelet.maxUnavailable = 0
+	kubelet.mu.Unlock()
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.InitContainers[0].Image = "registry.example/proxy:2"
+	})
+	rollingCondition(t, set, "Complete", "4 of 4 matched pods carry hash")
+	waitForCounts(t, set, counts{4, 4, 4, 4})
+	for _, p := range pods {
+		after := getPod(t, p)
+		old := before[p.Name]
+		if after.UID != old.UID {
+			t.Errorf("pod %s was recreated", p.Name)
+		}
+		if got, want := imagesOf(after), "roll-proxy=registry.example/proxy:2,app=registry.example/app:2.1,roll-agent=registry.example/agent:2.0"; got != want {
+			t.Errorf("pod %s images %s, want %s", p.Name, got, want)
+		}
+		if fmt.Sprint(after.Spec.Containers[0]) != fmt.Sprint(old.Spec.Containers[0]) {
+			t.Errorf("pod %s: the app container changed:\n%+v\n%+v", p.Name, old.Spec.Containers[0], after.Spec.Containers[0])
+		}
+	}
+	if got := kubelet.highest(); got != 1 {
+		t.Errorf("at most %d pods were unavailable at once during the rollout, want exactly 1 (maxUnavailable 1)", got)
+	}
+}
+
+// TestRollingUpdatePartitionPauseAndBlocked: a partition keeps the last pods by name; paused
+// starts nothing; a change that a running pod cannot take is reported, pod by pod, and
+// nothing is patched.
+func TestRollingUpdatePartitionPauseAndBlocked(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 100*time.Millisecond)
+	set := rollingSet("part", "part")
+	set.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(2))
+	set.Spec.UpdateStrategy.MaxUnavailable = ptr.To(intstr.FromString("50%"))
+	createSet(t, set)
+	pods := rolloutPods(t, ns, "part", 4)
+	waitForCounts(t, set, counts{4, 4, 4, 4})
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	rollingCondition(t, set, "Complete", "2 of 4 matched pods carry hash", "partition keeps 2")
+	for i, p := range pods {
+		want := map[bool]string{true: "registry.example/agent:2.0", false: "registry.example/agent:1.0"}[i < 2]
+		if got := getPod(t, p).Spec.Containers[1].Image; got != want {
+			t.Errorf("pod %s runs %s, want %s (the partition keeps the last 2 by name)", p.Name, got, want)
+		}
+	}
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.UpdateStrategy.Partition = nil
+		s.Spec.UpdateStrategy.Paused = true
+	})
+	rollingCondition(t, set, "Paused", "2 pods wait")
+	if got := getPod(t, pods[3]).Spec.Containers[1].Image; got != "registry.example/agent:1.0" {
+		t.Errorf("a paused rollout updated %s to %s", pods[3].Name, got)
+	}
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.UpdateStrategy.Paused = false })
+	rollingCondition(t, set, "Complete", "4 of 4 matched pods carry hash")
+
+	// An env change cannot be applied to a running pod.
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:3.0"
+		s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
+	})
+	rollingCondition(t, set, "PodsNotUpdatable", "4 pods cannot be updated in place", ns+"/part-0: spec.containers[part-agent].env: changed")
+	for _, p := range pods {
+		if got := getPod(t, p).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
+			t.Errorf("pod %s was patched to %s although it cannot take the change", p.Name, got)
+		}
+	}
+}
+
+// TestRollingUpdateStopsAtABrokenImage: an image that never becomes ready stops the rollout at
+// maxUnavailable; the status counts the pod unavailable.
+func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
+	ns := newNamespace(t, nil)
+	kubelet := startFakeKubelet(t, ns, 100*time.Millisecond)
+	set := createSet(t, rollingSet("broken", "broken"))
+	pods := rolloutPods(t, ns, "broken", 3)
+	waitForCounts(t, set, counts{3, 3, 3, 3})
+	kubelet.mu.Lock()
+	kubelet.maxUnavailable = 0
+	kubelet.mu.Unlock()
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
+	rollingCondition(t, set, "Progressing", "1 of 3 matched pods carry hash", "1 unavailable of at most 1")
+	time.Sleep(time.Second) // give a runaway rollout the time to show itself
+	updated := 0
+	for _, p := range pods {
+		if getPod(t, p).Spec.Containers[1].Image == "registry.example/agent:broken" {
+			updated++
+		}
+	}
+	var cur appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, types.NamespacedName{Name: set.Name}, &cur))
+	if updated != 1 || cur.Status.UnavailablePods != 1 || cur.Status.UpdatedReadyPods != 0 || kubelet.highest() != 1 {
+		t.Errorf("broken image: %d pods patched, status unavailable %d, updatedReady %d, highest unavailable %d; want 1, 1, 0, 1",
+			updated, cur.Status.UnavailablePods, cur.Status.UpdatedReadyPods, kubelet.highest())
+	}
+}
