@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,26 +157,80 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 		r.event(c.Set, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "Pod %s/%s cannot be updated in place: %s", pod.Namespace, pod.Name, why)
 		return "", why, nil
 	}
-	raw, err := json.Marshal(u.Patch())
-	if err != nil {
-		return "", "", err
+	// Resources first, through the resize subresource (in-place resize; the kubelet applies
+	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
+	// the resourceVersion the resize left.
+	if ops := u.ResizePatch(); ops != nil {
+		if err := patchPod(&pod, ops, func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); err != nil {
+			if refused := (*refusedError)(nil); errors.As(err, &refused) {
+				why := "the API server refused the in-place resize: " + refused.msg
+				r.event(c.Set, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "Pod %s/%s cannot be updated in place: %s", pod.Namespace, pod.Name, why)
+				return "", why, nil
+			}
+			return "", "", err
+		}
 	}
-	if err := r.Client.Patch(ctx, &pod, client.RawPatch(types.JSONPatchType, raw)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", "", nil
+	if err := patchPod(&pod, u.Patch(), func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); err != nil {
+		if refused := (*refusedError)(nil); errors.As(err, &refused) {
+			return "", "", fmt.Errorf("patching pod %s/%s: %s", pod.Namespace, pod.Name, refused.msg)
 		}
-		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) || strings.Contains(err.Error(), "testing value /metadata/resourceVersion failed") {
-			return "", "", errStale
-		}
-		return "", "", fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return "", "", err
 	}
 	var changes []string
 	for _, img := range u.Images {
 		changes = append(changes, fmt.Sprintf("%s: %s -> %s", img.Name, img.From, img.To))
 	}
+	for _, res := range u.Resources {
+		changes = append(changes, fmt.Sprintf("%s: resources %s", res.Name, describeResources(res.To)))
+	}
 	logf.FromContext(ctx).Info("Updated pod in place", "pod", pod.Namespace+"/"+pod.Name, "images", changes)
 	r.event(&pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	return u.To, "", nil
+}
+
+// refusedError is the API server's refusal of a patch for what it contains (not for a stale
+// resourceVersion).
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+// patchPod applies JSON patch operations that start with a resourceVersion test. A Pod gone
+// is no error; a failed test or a conflict is errStale; a refusal is a *refusedError.
+func patchPod(pod *corev1.Pod, ops []jsonpatch.Operation, apply func(client.Patch) error) error {
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = apply(client.RawPatch(types.JSONPatchType, raw))
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err), strings.Contains(err.Error(), "testing value /metadata/resourceVersion failed"):
+		return errStale
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		return &refusedError{msg: err.Error()}
+	}
+	return fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
+}
+
+// describeResources is "requests cpu=50m memory=64Mi, limits memory=128Mi".
+func describeResources(r corev1.ResourceRequirements) string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		if len(l.list) == 0 {
+			continue
+		}
+		var kv []string
+		for _, name := range slices.Sorted(maps.Keys(l.list)) {
+			q := l.list[name]
+			kv = append(kv, string(name)+"="+q.String())
+		}
+		parts = append(parts, l.name+" "+strings.Join(kv, " "))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *SidecarSetReconciler) event(obj client.Object, kind, reason, action, format string, args ...any) {

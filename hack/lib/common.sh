@@ -76,17 +76,7 @@ start_bg() {
   mkdir -p "$STATE_DIR/pids" "$STATE_DIR/logs"
   printf '\n===== %s starting %s\n' "$(date -u +%FT%TZ)" "$name" >>"$(log_file "$name")"
   setsid "$@" </dev/null >>"$(log_file "$name")" 2>&1 9>&- &
-  local pid=$! i
-  echo "$pid" >"$(pid_file "$name")"
-  # Until the forked shell has exec'd CMD, its command line is this script's and proc_alive
-  # says "not running": a wait_for in that window took a healthy process for an exited one
-  # (seen in CI, olm-catalog). Wait for the exec or the exit; a few milliseconds.
-  local self
-  self=$(tr '\0' ' ' </proc/$$/cmdline)
-  for ((i = 0; i < 250; i++)); do
-    [[ -e /proc/$pid && $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "$self" ]] || break
-    sleep 0.02
-  done
+  echo "$!" >"$(pid_file "$name")"
 }
 
 # stop_bg NAME [SIGNAL]: send SIGNAL (default TERM) to NAME's recorded process, wait up to
@@ -153,6 +143,18 @@ print(" ".join(map(str, ports)))
 ' "$1"
 }
 
+# still_running NAME: NAME's process is alive, or turns out to be within a second. A process
+# reads as not running for an instant while it forks and execs (its /proc cmdline is not yet
+# its own, or empty; seen in CI with olm-catalog, started through setsid and env).
+still_running() {
+  local i
+  for ((i = 0; i < 5; i++)); do
+    running "$1" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # wait_for NAME TIMEOUT_S WHAT CHECK...: poll CHECK every 0.1 s until it succeeds. Fails
 # (returns 1, with NAME's log tail) as soon as NAME's process exits, or after TIMEOUT_S.
 # NAME may be "-" for a check that no single process of ours backs.
@@ -161,7 +163,7 @@ wait_for() {
   shift 3
   deadline=$(($(now_us) + timeout * 1000000))
   until "$@" >/dev/null 2>&1; do
-    if [[ $name != - ]] && ! running "$name"; then
+    if [[ $name != - ]] && ! still_running "$name"; then
       log "FAILED: waiting for $what: $name exited"
       show_log_tail "$name"
       return 1

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // InPlace is how a running Pod gets a SidecarSet's current content without being recreated:
@@ -24,6 +25,9 @@ type InPlace struct {
 	From, To string
 	// Images are the sidecars whose image changes, in the Pod's order (init containers first).
 	Images []ImageChange
+	// Resources are the sidecars whose requests or limits change: applied through the Pod's
+	// resize subresource (in-place resize), before the images.
+	Resources []ResourceChange
 	// Blocked says, field by field, what of the set's current content a running Pod cannot
 	// take. When it is set, nothing is to be patched.
 	Blocked []string
@@ -40,6 +44,16 @@ type ImageChange struct {
 	Index int
 	// Name, From and To are the container's name, its image now and its image after.
 	Name, From, To string
+}
+
+// ResourceChange is one sidecar's new requests and limits: the Pod's, with what the set
+// declares set over them (what a LimitRange added stays; a request or limit the set no longer
+// declares stays until the Pod is recreated).
+type ResourceChange struct {
+	Init  bool
+	Index int
+	Name  string
+	To    corev1.ResourceRequirements
 }
 
 // Current reports whether the Pod already holds the set's current content.
@@ -100,6 +114,11 @@ func UpdateInPlace(in Input, set string) (*InPlace, error) {
 				u.Images = append(u.Images, ImageChange{Init: l.init, Index: i, Name: l.pod[i].Name, From: l.pod[i].Image, To: image})
 				l.pod[i].Image = image
 			}
+			want := podrules.DefaultedContainer(&l.declared[j].Container, l.init, target.Spec.HostNetwork).Resources // requests default to limits
+			if to, changed := resized(l.pod[i].Resources, want); changed {
+				u.Resources = append(u.Resources, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
+				l.pod[i].Resources = to
+			}
 		}
 	}
 	rec.Hash = c.Hash
@@ -114,9 +133,50 @@ func UpdateInPlace(in Input, set string) (*InPlace, error) {
 	}
 	u.Blocked = append(u.Blocked, differences(target, res, set)...)
 	if len(u.Blocked) > 0 {
-		u.Images = nil
+		u.Images, u.Resources = nil, nil
 	}
 	return u, nil
+}
+
+// resized is have with the requests and limits of want set over it, and whether that changes
+// anything.
+func resized(have, want corev1.ResourceRequirements) (corev1.ResourceRequirements, bool) {
+	out := *have.DeepCopy()
+	changed := false
+	for _, l := range []struct {
+		have *corev1.ResourceList
+		want corev1.ResourceList
+	}{{&out.Requests, want.Requests}, {&out.Limits, want.Limits}} {
+		for name, q := range l.want {
+			if cur, ok := (*l.have)[name]; ok && cur.Cmp(q) == 0 {
+				continue
+			}
+			if *l.have == nil {
+				*l.have = corev1.ResourceList{}
+			}
+			(*l.have)[name] = q
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// ResizePatch returns the JSON patch operations for the Pod's resize subresource: a test of
+// the Pod's resourceVersion and the sidecars' new requests and limits. Nil when no resources
+// change.
+func (u *InPlace) ResizePatch() []jsonpatch.Operation {
+	if len(u.Resources) == 0 || len(u.Blocked) > 0 {
+		return nil
+	}
+	ops := []jsonpatch.Operation{{Operation: "test", Path: "/metadata/resourceVersion", Value: u.pod.ResourceVersion}}
+	for _, c := range u.Resources {
+		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: containerPath(c.Init, c.Index) + "/resources", Value: c.To})
+	}
+	return ops
+}
+
+func containerPath(init bool, i int) string {
+	return "/" + strings.ReplaceAll(listField(init), ".", "/") + "/" + strconv.Itoa(i)
 }
 
 // differences lists what of the set's content Apply would change in target, which holds the
@@ -184,14 +244,16 @@ func differences(target *corev1.Pod, res *Result, set string) []string {
 
 // Patch returns the JSON patch operations of the update: a test of the Pod's resourceVersion
 // (the optimistic lock: a Pod changed since it was read is not patched), the new images, and
-// the new record. Nil when the Pod is current or the update is blocked.
+// the new record. Nil when the Pod is current or the update is blocked. With resources to
+// change, apply ResizePatch first: the resourceVersion tested is the Pod's at the time of the
+// call.
 func (u *InPlace) Patch() []jsonpatch.Operation {
 	if u.Current() || len(u.Blocked) > 0 {
 		return nil
 	}
 	ops := []jsonpatch.Operation{{Operation: "test", Path: "/metadata/resourceVersion", Value: u.pod.ResourceVersion}}
 	for _, c := range u.Images {
-		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: "/" + strings.ReplaceAll(listField(c.Init), ".", "/") + "/" + strconv.Itoa(c.Index) + "/image", Value: c.To})
+		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: containerPath(c.Init, c.Index) + "/image", Value: c.To})
 	}
 	return append(ops, jsonpatch.Operation{Operation: "replace",
 		Path: "/metadata/annotations/" + escapeJSONPointer(appsv1alpha1.StatusAnnotation), Value: u.records.Encode()})

@@ -1,6 +1,7 @@
 package inject_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,36 +29,42 @@ func TestUpdateInPlace(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(s *appsv1alpha1.SidecarSet)
-		// wantImages are "name:from->to"; wantBlocked are substrings of Blocked, in order.
+		// wantImages are "name:from->to"; wantBlocked are substrings of Blocked, in order;
+		// wantResized are "name:requests" after the resize.
 		wantImages  []string
 		wantBlocked []string
+		wantResized []string
 	}{
-		{"nothing changed", func(*appsv1alpha1.SidecarSet) {}, nil, nil},
+		{"nothing changed", func(*appsv1alpha1.SidecarSet) {}, nil, nil, nil},
 		{"regular sidecar image", func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "agent:2" },
-			[]string{"agent:agent:1->agent:2"}, nil},
+			[]string{"agent:agent:1->agent:2"}, nil, nil},
 		{"native sidecar and regular sidecar images", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Image = "agent:2"
 			s.Spec.InitContainers[0].Image = "proxy:2"
-		}, []string{"proxy:proxy:1->proxy:2", "agent:agent:1->agent:2"}, nil},
+		}, []string{"proxy:proxy:1->proxy:2", "agent:agent:1->agent:2"}, nil, nil},
 		{"env", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Image = "agent:2"
 			s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
-		}, nil, []string{"spec.containers[agent].env: changed"}},
-		{"resources", func(s *appsv1alpha1.SidecarSet) {
+		}, nil, []string{"spec.containers[agent].env: changed"}, nil},
+		{"resources, through resize, keeping what a LimitRange added", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.InitContainers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
-		}, nil, []string{"spec.initContainers[proxy].resources: changed"}},
+		}, nil, nil, []string{"proxy:cpu=50m,memory=64Mi"}},
+		{"image and resources", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Image = "agent:2"
+			s.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}
+		}, []string{"agent:agent:1->agent:2"}, nil, []string{"agent:cpu=0,memory=128Mi"}},
 		{"a new container", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers = append(s.Spec.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "metrics", Image: "metrics:1"}})
-		}, nil, []string{"spec.containers[metrics]: the SidecarSet now injects this container"}},
+		}, nil, []string{"spec.containers[metrics]: the SidecarSet now injects this container"}, nil},
 		{"a container removed", func(s *appsv1alpha1.SidecarSet) { s.Spec.InitContainers = nil }, nil,
-			[]string{"spec.initContainers: the SidecarSet no longer declares container \"proxy\""}},
+			[]string{"spec.initContainers: the SidecarSet no longer declares container \"proxy\""}, nil},
 		{"a volume changed", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Volumes[0].EmptyDir.Medium = corev1.StorageMediumMemory
-		}, nil, []string{"spec.volumes[agent-config]: changed"}},
+		}, nil, []string{"spec.volumes[agent-config]: changed"}, nil},
 		{"the selector no longer selects the pod", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].Image = "agent:2"
 			s.Spec.Selector.MatchLabels["app"] = "api"
-		}, nil, []string{"no longer injects into this pod"}},
+		}, nil, []string{"no longer injects into this pod"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +80,7 @@ func TestUpdateInPlace(t *testing.T) {
 				for i := range list {
 					list[i].VolumeMounts = append(list[i].VolumeMounts, tokenMount)
 					list[i].ImagePullPolicy = corev1.PullAlways
+					list[i].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 				}
 			}
 			set := base()
@@ -88,6 +96,13 @@ func TestUpdateInPlace(t *testing.T) {
 			}
 			if strings.Join(images, ",") != strings.Join(tt.wantImages, ",") {
 				t.Errorf("Images = %v, want %v", images, tt.wantImages)
+			}
+			var resized []string
+			for _, r := range u.Resources {
+				resized = append(resized, fmt.Sprintf("%s:cpu=%s,memory=%s", r.Name, r.To.Requests.Cpu(), r.To.Requests.Memory()))
+			}
+			if strings.Join(resized, ",") != strings.Join(tt.wantResized, ",") {
+				t.Errorf("Resources = %v, want %v", resized, tt.wantResized)
 			}
 			if len(u.Blocked) != len(tt.wantBlocked) {
 				t.Fatalf("Blocked = %q, want %d entries like %q", u.Blocked, len(tt.wantBlocked), tt.wantBlocked)
@@ -109,7 +124,7 @@ func TestUpdateInPlace(t *testing.T) {
 			}
 			// The patched pod is current: injecting it afresh changes nothing, and it kept
 			// what the admission chain added.
-			updated := patchedPod(t, pod, ops)
+			updated := patchedPod(t, pod, append(u.ResizePatch(), ops[1:]...))
 			again, err := inject.Apply(inject.Input{Pod: updated, Sets: compile(t, set)})
 			if err != nil {
 				t.Fatal(err)

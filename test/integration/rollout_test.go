@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -242,9 +243,6 @@ func TestRollingUpdateInPlace(t *testing.T) {
 	for _, p := range pods {
 		before[p.Name] = getPod(t, p)
 	}
-	if kubelet.highest() != 4 { // every pod started unavailable
-		t.Logf("highest unavailable before the rollout: %d", kubelet.highest())
-	}
 	kubelet.mu.Lock()
 	kubelet.maxUnavailable = 0
 	kubelet.mu.Unlock()
@@ -346,5 +344,35 @@ func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
 	if updated != 1 || cur.Status.UnavailablePods != 1 || cur.Status.UpdatedReadyPods != 0 || kubelet.highest() != 1 {
 		t.Errorf("broken image: %d pods patched, status unavailable %d, updatedReady %d, highest unavailable %d; want 1, 1, 0, 1",
 			updated, cur.Status.UnavailablePods, cur.Status.UpdatedReadyPods, kubelet.highest())
+	}
+}
+
+// TestRollingUpdateResizesInPlace: new requests and limits go through the pods/resize
+// subresource (in-place resize), together with a new image; what a LimitRange gave the sidecar
+// and the app container stay.
+func TestRollingUpdateResizesInPlace(t *testing.T) {
+	ns := limitRangeNamespace(t)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := createSet(t, rollingSet("resize", "resize"))
+	pods := rolloutPods(t, ns, "resize", 2)
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+	before := getPod(t, pods[0])
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("20m")
+		s.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+	})
+	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
+	after := getPod(t, pods[0])
+	agent := after.Spec.Containers[1]
+	if after.UID != before.UID || agent.Image != "registry.example/agent:2.0" ||
+		agent.Resources.Requests.Cpu().String() != "20m" || agent.Resources.Limits.Cpu().String() != "200m" ||
+		agent.Resources.Requests.Memory().String() != "64Mi" || agent.Resources.Limits.Memory().String() != "128Mi" {
+		t.Errorf("sidecar after the update: uid changed %v, image %s, resources %+v; want agent:2.0, cpu 20m/200m, the LimitRange's memory 64Mi/128Mi kept",
+			after.UID != before.UID, agent.Image, agent.Resources)
+	}
+	if fmt.Sprint(after.Spec.Containers[0]) != fmt.Sprint(before.Spec.Containers[0]) {
+		t.Errorf("the app container changed:\n%+v\n%+v", before.Spec.Containers[0], after.Spec.Containers[0])
 	}
 }

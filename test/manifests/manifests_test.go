@@ -99,6 +99,7 @@ func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 	role := get[*rbacv1.ClusterRole](t, rendered(t), "ClusterRole/sidecarset-manager-role")
 	allowed := map[string][]string{
 		"/pods":                                 {"get", "list", "watch", "patch"}, // patch: in-place sidecar updates
+		"/pods/resize":                          {"patch"},                         // in-place resize of sidecars
 		"/namespaces":                           {"get", "list", "watch"},
 		"/events":                               {"create", "patch"},
 		"events.k8s.io/events":                  {"create", "patch"},
