@@ -111,9 +111,10 @@ func run(f flags) error {
 	if f.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	namespace := os.Getenv("POD_NAMESPACE")
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   operator.CacheOptions(),
+		Cache:                   operator.CacheOptions(namespace),
 		Metrics:                 metricsOpts,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS}),
 		HealthProbeBindAddress:  f.probeAddr,
@@ -130,7 +131,7 @@ func run(f flags) error {
 	if err := mgr.Add(watcher); err != nil {
 		return err
 	}
-	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: os.Getenv("POD_NAMESPACE")}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace}); err != nil {
 		return err
 	}
 	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect)

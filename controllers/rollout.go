@@ -144,8 +144,12 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 		return "", "", nil
 	}
 	snap := r.Sets.Load()
+	injected, err := r.injectedRevision(ctx, c, &pod)
+	if err != nil {
+		return "", "", err
+	}
 	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: inject.Candidates(snap.Sets, pod.Labels),
-		NamespaceLabels: namespaceLabels(pod.Namespace), Known: snap.Get}, c.Name())
+		NamespaceLabels: namespaceLabels(pod.Namespace), Known: snap.Get}, c.Name(), injected)
 	if err != nil {
 		return "", err.Error(), nil
 	}

@@ -45,6 +45,9 @@ type SidecarSetReconciler struct {
 	APIReader client.Reader
 	// Recorder records events on SidecarSets and Pods; none when nil.
 	Recorder events.EventRecorder
+	// Namespace is the operator's namespace, where SidecarSet revisions are stored; none are
+	// when it is empty.
+	Namespace string
 
 	memory rolloutMemory
 }
@@ -117,7 +120,13 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	} else {
 		r.memory.drop(set.Name)
 	}
-	return status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now), err
+	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
+	current, revErr := r.revisions(ctx, compiled)
+	if revErr != nil {
+		return appsv1alpha1.SidecarSetStatus{}, revErr
+	}
+	st.UpdateRevision = current
+	return st, err
 }
 
 // gather reads the opted-in Pods and the namespace labels (without copying them: they are

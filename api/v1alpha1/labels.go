@@ -23,4 +23,16 @@ const (
 	// DefaultContainerAnnotation is kubectl's annotation naming the container that
 	// `kubectl exec` and `kubectl logs` pick when none is given.
 	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
+
+	// RevisionSetLabel names, on a ControllerRevision in the operator's namespace, the SidecarSet
+	// whose content it stores.
+	RevisionSetLabel = "sidecarset.io/sidecarset"
+
+	// RevisionHashLabel is, on a ControllerRevision, the hash of the content it stores (the hash
+	// Pods record).
+	RevisionHashLabel = "sidecarset.io/hash"
+
+	// CustomVersionLabel, set by a user on a SidecarSet, is copied onto the revision of its
+	// current content, so a revision can be named by a version of the user's choosing.
+	CustomVersionLabel = "sidecarset.io/custom-version"
 )

@@ -72,6 +72,13 @@ type SidecarSetSpec struct {
 	// +kubebuilder:default={type: NotUpdate}
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Update strategy"
 	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// RevisionHistoryLimit is how many revisions of the injected content, besides the current one,
+	// are kept (ControllerRevisions in the operator's namespace, named <set>-<hash>). Default 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // UpdateStrategyType says whether running Pods are updated.
@@ -258,6 +265,11 @@ type SidecarSetStatus struct {
 	// annotation.
 	// +optional
 	Hash string `json:"hash,omitempty"`
+
+	// UpdateRevision is the ControllerRevision (in the operator's namespace) that stores the
+	// current content: what new Pods get and what a rolling update moves Pods to.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
 
 	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady (and Conflict
 	// while one lasts), or Invalid.

@@ -73,10 +73,9 @@ type hashedContent struct {
 	ImagePullSecrets []corev1.LocalObjectReference   `json:"imagePullSecrets,omitempty"`
 }
 
-// Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
-// volumes and pull secrets. Pods record it in the status annotation and status.hash reports
-// it, so a Pod is "updated" exactly when it was injected with today's content.
-func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
+// Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes and
+// pull secrets. It is what Hash digests and what a stored revision holds (WithContent).
+func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 	raw, err := json.Marshal(hashedContent{
 		Containers:       spec.Containers,
 		InitContainers:   spec.InitContainers,
@@ -85,8 +84,26 @@ func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
 	})
 	if err != nil {
 		// These are plain API structs; encoding/json cannot fail on them.
-		panic(fmt.Sprintf("hashing SidecarSet spec: %v", err))
+		panic(fmt.Sprintf("encoding SidecarSet content: %v", err))
 	}
-	sum := sha256.Sum256(raw)
+	return raw
+}
+
+// WithContent returns a copy of set whose injected content is content (from Content).
+func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.SidecarSet, error) {
+	var c hashedContent
+	if err := json.Unmarshal(content, &c); err != nil {
+		return nil, fmt.Errorf("decoding SidecarSet content: %w", err)
+	}
+	out := set.DeepCopy()
+	out.Spec.Containers, out.Spec.InitContainers, out.Spec.Volumes, out.Spec.ImagePullSecrets = c.Containers, c.InitContainers, c.Volumes, c.ImagePullSecrets
+	return out, nil
+}
+
+// Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
+// volumes and pull secrets. Pods record it in the status annotation and status.hash reports
+// it, so a Pod is "updated" exactly when it was injected with today's content.
+func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
+	sum := sha256.Sum256(Content(spec))
 	return hex.EncodeToString(sum[:8])
 }

@@ -68,7 +68,11 @@ func (u *InPlace) Current() bool { return u.From == u.To }
 // must be what Apply keeps unchanged, that is, exactly what injecting the Pod afresh gives for
 // this set (what admission plugins added to the sidecars stays). Anything else that differs is
 // reported in Blocked.
-func UpdateInPlace(in Input, set string) (*InPlace, error) {
+//
+// injected is the set as it was when it injected the Pod (its stored revision of the hash the
+// Pod records), or nil when that is not known. With it, a sidecar that someone changed since
+// injection (kubectl set image, an edit) is reported in Blocked and left alone.
+func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error) {
 	c, ok := in.known(set)
 	if !ok || !slices.Contains(in.Sets, c) {
 		return nil, fmt.Errorf("SidecarSet %q is not among the sets that may apply to the pod", set)
@@ -88,6 +92,11 @@ func UpdateInPlace(in Input, set string) (*InPlace, error) {
 	if reason := c.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
 		u.Blocked = append(u.Blocked, fmt.Sprintf("the SidecarSet no longer injects into this pod (%s)", reason))
 		return u, nil
+	}
+	if injected != nil && injected.Hash == u.From {
+		if u.Blocked = edits(in, injected); len(u.Blocked) > 0 {
+			return u, nil
+		}
 	}
 
 	// The Pod as it would be after the update: new images, new record.
@@ -131,7 +140,7 @@ func UpdateInPlace(in Input, set string) (*InPlace, error) {
 		u.Blocked = append(u.Blocked, err.Error())
 		return u, nil
 	}
-	u.Blocked = append(u.Blocked, differences(target, res, set)...)
+	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
 	if len(u.Blocked) > 0 {
 		u.Images, u.Resources = nil, nil
 	}
@@ -179,11 +188,33 @@ func containerPath(init bool, i int) string {
 	return "/" + strings.ReplaceAll(listField(init), ".", "/") + "/" + strconv.Itoa(i)
 }
 
+// edits lists what of the set's content as it injected the Pod (injected, whose hash the
+// Pod's record carries) the Pod's sidecars no longer carry: changes someone else made since.
+func edits(in Input, injected *CompiledSet) []string {
+	sets := slices.Clone(in.Sets)
+	for i := range sets {
+		if sets[i].Name() == injected.Name() {
+			sets[i] = injected
+		}
+	}
+	known := func(name string) (*CompiledSet, bool) {
+		if name == injected.Name() {
+			return injected, true
+		}
+		return in.known(name)
+	}
+	res, err := Apply(Input{Pod: in.Pod, Sets: sets, NamespaceLabels: in.NamespaceLabels, Known: known})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return differences(in.Pod, res, injected.Name(), "changed since injection by someone else; left alone")
+}
+
 // differences lists what of the set's content Apply would change in target, which holds the
 // set's new images: the fields of a sidecar that target's container does not carry, and the
 // containers, volumes and pull secrets the set would add or no longer adds. Changes Apply
 // makes for other sets do not count.
-func differences(target *corev1.Pod, res *Result, set string) []string {
+func differences(target *corev1.Pod, res *Result, set, changed string) []string {
 	var out []string
 	recs, _ := ParseRecords(target.Annotations) // written by UpdateInPlace: it parses
 	was, now := ownedBy(Records{set: recs[set]}), ownedBy(Records{set: res.Records[set]})
@@ -215,7 +246,7 @@ func differences(target *corev1.Pod, res *Result, set string) []string {
 				missing = []string{"(position)"}
 			}
 			for _, f := range missing {
-				out = append(out, fmt.Sprintf("%s[%s].%s: changed, and a running pod's container takes only a new image", field, s.item.Name, f))
+				out = append(out, fmt.Sprintf("%s[%s].%s: %s", field, s.item.Name, f, changed))
 			}
 		}
 		for _, i := range l.edit.removed {

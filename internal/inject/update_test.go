@@ -86,7 +86,7 @@ func TestUpdateInPlace(t *testing.T) {
 			set := base()
 			tt.change(set)
 			sets := compile(t, set)
-			u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "agent")
+			u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "agent", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func TestUpdateInPlaceLeavesOtherSetsAlone(t *testing.T) {
 	a.Spec.Containers[0].Image, b.Spec.Containers[0].Image = "a:2", "b:2"
 	b.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", Value: "y"}} // b cannot update in place
 	sets := compile(t, a, b)
-	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "a")
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: sets}, "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestUpdateInPlaceLeavesOtherSetsAlone(t *testing.T) {
 	if hash, _ := inject.InjectedHash(updated.Annotations, "b"); hash == sets[1].Hash || hash == "" {
 		t.Errorf("b's record hash = %q: it must stay the old one", hash)
 	}
-	if ub, err := inject.UpdateInPlace(inject.Input{Pod: updated, Sets: sets}, "b"); err != nil || len(ub.Blocked) != 1 ||
+	if ub, err := inject.UpdateInPlace(inject.Input{Pod: updated, Sets: sets}, "b", nil); err != nil || len(ub.Blocked) != 1 ||
 		!strings.Contains(ub.Blocked[0], "spec.containers[b].env") {
 		t.Errorf("update of b: %v, blocked %q; want one entry naming spec.containers[b].env", err, ub.Blocked)
 	}
@@ -187,4 +187,41 @@ func containerImage(pod *corev1.Pod, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestUpdateInPlaceLeavesEditedSidecarsAlone: with the set as it injected the pod known, a
+// sidecar someone changed since (kubectl set image) is reported and not updated; an untouched
+// one is.
+func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
+	old := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
+	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, old)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := compile(t, old)[0]
+	current := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:2"})
+	for _, tt := range []struct {
+		name        string
+		edit        func(*corev1.Pod)
+		wantBlocked string
+	}{
+		{"untouched", func(*corev1.Pod) {}, ""},
+		{"image set by hand", func(p *corev1.Pod) { p.Spec.Containers[1].Image = "agent:1-hotfix" }, "spec.containers[agent].image: changed since injection"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := res.Pod()
+			pod.ResourceVersion = "3"
+			tt.edit(pod)
+			u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: compile(t, current)}, "agent", injected)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.wantBlocked == "" && (len(u.Blocked) > 0 || len(u.Images) != 1):
+				t.Errorf("blocked %q, images %+v; want the image updated", u.Blocked, u.Images)
+			case tt.wantBlocked != "" && (len(u.Blocked) != 1 || !strings.Contains(u.Blocked[0], tt.wantBlocked) || u.Patch() != nil):
+				t.Errorf("blocked %q, patch %v; want one entry containing %q and no patch", u.Blocked, u.Patch(), tt.wantBlocked)
+			}
+		})
+	}
 }

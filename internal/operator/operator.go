@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -48,9 +50,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // CacheOptions keeps the manager's memory proportional to opted-in Pods: the Pod informer
 // lists and watches only Pods with the opt-in label, and keeps of each only what status
 // needs. SidecarSets, Namespaces and Pods are handed out uncopied to code that only reads.
-func CacheOptions() cache.Options {
+// namespace is the operator's: SidecarSet revisions are read there only.
+func CacheOptions(namespace string) cache.Options {
 	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
-	return cache.Options{
+	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:              {Label: optedIn, Transform: trimPod},
 			&corev1.Namespace{}:        {UnsafeDisableDeepCopy: ptr.To(true)},
@@ -58,6 +61,13 @@ func CacheOptions() cache.Options {
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
+	if namespace != "" {
+		// Revisions live in the operator's namespace and carry the set's name.
+		revisions, _ := labels.NewRequirement(appsv1alpha1.RevisionSetLabel, selection.Exists, nil)
+		opts.ByObject[&appsv1.ControllerRevision{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{namespace: {}}, Label: labels.NewSelector().Add(*revisions)}
+	}
+	return opts
 }
 
 // trimPod drops what status computation never reads: the spec and most of the status. Of the
@@ -114,7 +124,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, err
 	}
 	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller")}
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}

@@ -3,11 +3,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -374,5 +376,76 @@ func TestRollingUpdateResizesInPlace(t *testing.T) {
 	}
 	if fmt.Sprint(after.Spec.Containers[0]) != fmt.Sprint(before.Spec.Containers[0]) {
 		t.Errorf("the app container changed:\n%+v\n%+v", before.Spec.Containers[0], after.Spec.Containers[0])
+	}
+}
+
+// TestRevisionsAreStoredPrunedAndRenumbered: every distinct content is stored as a
+// ControllerRevision in the operator's namespace, owned by the set; the history limit holds;
+// going back to stored content makes that revision the newest again; status names the current
+// one.
+func TestRevisionsAreStoredPrunedAndRenumbered(t *testing.T) {
+	set := sidecarSet("revs", "revs")
+	set.Spec.RevisionHistoryLimit = ptr.To[int32](1)
+	createSet(t, set)
+	revisions := func() []string {
+		var list appsv1.ControllerRevisionList
+		must(t, k8s.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{appsv1alpha1.RevisionSetLabel: "revs"}))
+		slices.SortFunc(list.Items, func(a, b appsv1.ControllerRevision) int { return int(a.Revision - b.Revision) })
+		var out []string
+		for _, r := range list.Items {
+			if len(r.OwnerReferences) != 1 || r.OwnerReferences[0].Name != "revs" {
+				t.Errorf("revision %s owners %+v, want the SidecarSet", r.Name, r.OwnerReferences)
+			}
+			out = append(out, r.Labels[appsv1alpha1.RevisionHashLabel])
+		}
+		return out
+	}
+	var hashes []string
+	for _, image := range []string{"registry.example/agent:1.0", "registry.example/agent:2.0", "registry.example/agent:3.0"} {
+		setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = image })
+		var cur appsv1alpha1.SidecarSet
+		eventually(t, "the revision of "+image, func() (bool, string) {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+			return cur.Status.ObservedGeneration == cur.Generation && cur.Status.UpdateRevision == "revs-"+cur.Status.Hash,
+				fmt.Sprintf("status %+v", cur.Status)
+		})
+		hashes = append(hashes, cur.Status.Hash)
+	}
+	eventually(t, "the history limit", func() (bool, string) {
+		got := revisions()
+		return slices.Equal(got, hashes[1:]), fmt.Sprintf("revisions %v, want %v", got, hashes[1:])
+	})
+	// Back to 2.0: its revision becomes the newest.
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	eventually(t, "the rollback's revision to be the newest", func() (bool, string) {
+		got := revisions()
+		return slices.Equal(got, []string{hashes[2], hashes[1]}), fmt.Sprintf("revisions %v, want %v", got, []string{hashes[2], hashes[1]})
+	})
+}
+
+// TestRollingUpdateLeavesEditedSidecarsAlone: a sidecar image someone set by hand since
+// injection is not overwritten; the status names the pod.
+func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := createSet(t, rollingSet("edited", "edited"))
+	pods := rolloutPods(t, ns, "edited", 2)
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+	eventually(t, "the revision to be stored", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		return cur.Status.UpdateRevision != "", cur.Status.UpdateRevision
+	})
+	hotfix := getPod(t, pods[0])
+	hotfix.Spec.Containers[1].Image = "registry.example/agent:1.0-hotfix"
+	must(t, k8s.Update(ctx, hotfix))
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	rollingCondition(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place", ns+"/edited-0: spec.containers[edited-agent].image: changed since injection")
+	if got := getPod(t, pods[0]).Spec.Containers[1].Image; got != "registry.example/agent:1.0-hotfix" {
+		t.Errorf("the hand-set image was overwritten with %s", got)
+	}
+	if got := getPod(t, pods[1]).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
+		t.Errorf("the untouched pod was not updated: %s", got)
 	}
 }

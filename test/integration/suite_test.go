@@ -109,7 +109,7 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 	}
 	mgr, err := ctrl.NewManager(managerCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  operator.CacheOptions(),
+		Cache:                  operator.CacheOptions(operatorNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

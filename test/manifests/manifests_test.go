@@ -208,3 +208,20 @@ func TestCertManagerObjectsDecode(t *testing.T) {
 }
 
 func bufioReader(raw []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(raw)) }
+
+// TestManagerNamespacedRoleIsLeastPrivilege: in its own namespace the manager may only keep
+// SidecarSet revisions, bound to its ServiceAccount there.
+func TestManagerNamespacedRoleIsLeastPrivilege(t *testing.T) {
+	objs := rendered(t)
+	role := get[*rbacv1.Role](t, objs, "Role/sidecarset-manager-role")
+	if role.Namespace != "sidecarset-system" || len(role.Rules) != 1 ||
+		!slices.Equal(role.Rules[0].APIGroups, []string{"apps"}) || !slices.Equal(role.Rules[0].Resources, []string{"controllerrevisions"}) ||
+		!slices.Equal(role.Rules[0].Verbs, []string{"create", "delete", "get", "list", "update", "watch"}) {
+		t.Errorf("namespaced manager role %s/%s: %+v", role.Namespace, role.Name, role.Rules)
+	}
+	binding := get[*rbacv1.RoleBinding](t, objs, "RoleBinding/sidecarset-manager-rolebinding")
+	if binding.Namespace != role.Namespace || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Name ||
+		len(binding.Subjects) != 1 || binding.Subjects[0].Name != "sidecarset-controller-manager" || binding.Subjects[0].Namespace != role.Namespace {
+		t.Errorf("binding %+v", binding)
+	}
+}

@@ -1,0 +1,119 @@
+// Package revision keeps the history of what each SidecarSet injected: one ControllerRevision
+// per distinct content (containers, init containers, volumes, pull secrets), in the operator's
+// namespace, named <set>-<hash> and labelled with the set's name and the hash that Pods record.
+// It is pure: Reconcile says what to create, renumber and delete; the controller does it.
+package revision
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// DefaultHistoryLimit is how many revisions besides the current one are kept when the
+// SidecarSet does not say.
+const DefaultHistoryLimit = 10
+
+// Name is the name of the revision of set's content with that hash.
+func Name(set, hash string) string { return set + "-" + hash }
+
+// Plan is what Reconcile decided.
+type Plan struct {
+	// Current is the name of the revision holding the set's current content.
+	Current string
+	// Create is a revision to create; nil when it exists.
+	Create *appsv1.ControllerRevision
+	// Renumber is an existing revision that becomes current again (a rollback to content
+	// stored earlier): it gets the highest number. Nil when not needed.
+	Renumber *appsv1.ControllerRevision
+	// Delete are the revisions beyond the history limit, oldest first.
+	Delete []string
+}
+
+// Reconcile decides what to do with the stored revisions of c's set so that its current
+// content is stored, as the newest revision, with at most the history limit of older ones.
+// existing are the set's revisions (other sets' are ignored); they are not modified.
+func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.ControllerRevision) Plan {
+	set := c.Set
+	var mine []*appsv1.ControllerRevision
+	for i := range existing {
+		if existing[i].Labels[appsv1alpha1.RevisionSetLabel] == set.Name {
+			mine = append(mine, &existing[i])
+		}
+	}
+	slices.SortFunc(mine, func(a, b *appsv1.ControllerRevision) int {
+		if a.Revision != b.Revision {
+			return int(a.Revision - b.Revision)
+		}
+		return compare(a.Name, b.Name)
+	})
+	p := Plan{Current: Name(set.Name, c.Hash)}
+	next := int64(1)
+	if len(mine) > 0 {
+		next = mine[len(mine)-1].Revision + 1
+	}
+	i := slices.IndexFunc(mine, func(r *appsv1.ControllerRevision) bool { return r.Name == p.Current })
+	switch {
+	case i < 0:
+		p.Create = newRevision(set, c.Hash, namespace, next)
+	case i < len(mine)-1:
+		p.Renumber = mine[i].DeepCopy()
+		p.Renumber.Revision = next
+	}
+	if i >= 0 {
+		mine = slices.Delete(mine, i, i+1)
+	}
+	limit := DefaultHistoryLimit
+	if set.Spec.RevisionHistoryLimit != nil {
+		limit = int(*set.Spec.RevisionHistoryLimit)
+	}
+	for len(mine) > limit {
+		p.Delete = append(p.Delete, mine[0].Name)
+		mine = mine[1:]
+	}
+	return p
+}
+
+// newRevision stores set's current content. It is owned by the SidecarSet, so it goes when
+// the set does.
+func newRevision(set *appsv1alpha1.SidecarSet, hash, namespace string, number int64) *appsv1.ControllerRevision {
+	labels := map[string]string{appsv1alpha1.RevisionSetLabel: set.Name, appsv1alpha1.RevisionHashLabel: hash}
+	if v, ok := set.Labels[appsv1alpha1.CustomVersionLabel]; ok {
+		labels[appsv1alpha1.CustomVersionLabel] = v
+	}
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: Name(set.Name, hash), Namespace: namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "SidecarSet", Name: set.Name, UID: set.UID,
+			}},
+		},
+		Data:     runtime.RawExtension{Raw: inject.Content(&set.Spec)},
+		Revision: number,
+	}
+}
+
+// Content returns the SidecarSet as it was at revision r: set with r's stored content.
+func Content(set *appsv1alpha1.SidecarSet, r *appsv1.ControllerRevision) (*appsv1alpha1.SidecarSet, error) {
+	out, err := inject.WithContent(set, r.Data.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("revision %s: %w", r.Name, err)
+	}
+	return out, nil
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

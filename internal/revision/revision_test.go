@@ -1,0 +1,110 @@
+package revision
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+func compiled(t *testing.T, image string, limit *int32) *inject.CompiledSet {
+	t.Helper()
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-1", Labels: map[string]string{appsv1alpha1.CustomVersionLabel: "v" + image}},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Containers:           []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "agent:" + image}}},
+			RevisionHistoryLimit: limit,
+		},
+	}
+	c, err := inject.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stored are revisions of agent at images 1..n (numbers 1..n), plus one of another set.
+func stored(t *testing.T, n int) []appsv1.ControllerRevision {
+	var out []appsv1.ControllerRevision
+	for i := 1; i <= n; i++ {
+		c := compiled(t, fmt.Sprint(i), nil)
+		out = append(out, *Reconcile(c, "ops", nil).Create)
+		out[len(out)-1].Revision = int64(i)
+	}
+	other := compiled(t, "1", nil)
+	other.Set.Name = "other"
+	return append(out, *Reconcile(other, "ops", nil).Create)
+}
+
+func TestReconcile(t *testing.T) {
+	tests := []struct {
+		name         string
+		set          *inject.CompiledSet
+		existing     []appsv1.ControllerRevision
+		wantCreate   int64 // the new revision's number; 0: none
+		wantRenumber int64
+		wantDelete   []string
+	}{
+		{"first revision", compiled(t, "1", nil), nil, 1, 0, nil},
+		{"current content stored and newest", compiled(t, "3", nil), stored(t, 3), 0, 0, nil},
+		{"new content", compiled(t, "4", nil), stored(t, 3), 4, 0, nil},
+		{"back to older content", compiled(t, "2", nil), stored(t, 3), 0, 4, nil},
+		{"history limit default 10", compiled(t, "13", nil), stored(t, 12), 13, 0, []string{Name("agent", compiled(t, "1", nil).Hash), Name("agent", compiled(t, "2", nil).Hash)}},
+		{"history limit 1", compiled(t, "3", ptr.To[int32](1)), stored(t, 3), 0, 0, []string{Name("agent", compiled(t, "1", nil).Hash)}},
+		{"history limit 0, back to older content", compiled(t, "1", ptr.To[int32](0)), stored(t, 3), 0, 4,
+			[]string{Name("agent", compiled(t, "2", nil).Hash), Name("agent", compiled(t, "3", nil).Hash)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Reconcile(tt.set, "ops", tt.existing)
+			if p.Current != Name("agent", tt.set.Hash) {
+				t.Errorf("Current = %s", p.Current)
+			}
+			switch {
+			case tt.wantCreate == 0 && p.Create != nil:
+				t.Errorf("Create = %s, want none", p.Create.Name)
+			case tt.wantCreate != 0 && (p.Create == nil || p.Create.Revision != tt.wantCreate || p.Create.Name != p.Current):
+				t.Errorf("Create = %+v, want %s number %d", p.Create, p.Current, tt.wantCreate)
+			}
+			switch {
+			case tt.wantRenumber == 0 && p.Renumber != nil:
+				t.Errorf("Renumber = %s, want none", p.Renumber.Name)
+			case tt.wantRenumber != 0 && (p.Renumber == nil || p.Renumber.Revision != tt.wantRenumber || p.Renumber.Name != p.Current):
+				t.Errorf("Renumber = %+v, want %s number %d", p.Renumber, p.Current, tt.wantRenumber)
+			}
+			if !slices.Equal(p.Delete, tt.wantDelete) {
+				t.Errorf("Delete = %v, want %v", p.Delete, tt.wantDelete)
+			}
+		})
+	}
+}
+
+// TestRevisionRoundTrip: a stored revision gives back the content and hash it was made from,
+// and carries what finds it: the set's name, the hash, the custom version, the owner.
+func TestRevisionRoundTrip(t *testing.T) {
+	c := compiled(t, "7", nil)
+	r := Reconcile(c, "ops", nil).Create
+	if r.Namespace != "ops" || r.Labels[appsv1alpha1.RevisionSetLabel] != "agent" || r.Labels[appsv1alpha1.RevisionHashLabel] != c.Hash ||
+		r.Labels[appsv1alpha1.CustomVersionLabel] != "v7" || len(r.OwnerReferences) != 1 || r.OwnerReferences[0].UID != "uid-1" {
+		t.Errorf("revision metadata %+v", r.ObjectMeta)
+	}
+	now := compiled(t, "8", nil)
+	back, err := Content(now.Set, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inject.Hash(&back.Spec); got != c.Hash || back.Spec.Containers[0].Image != "agent:7" {
+		t.Errorf("content of the revision: hash %s image %s, want %s agent:7", got, back.Spec.Containers[0].Image, c.Hash)
+	}
+	if now.Set.Spec.Containers[0].Image != "agent:8" {
+		t.Errorf("Content modified the set it was given")
+	}
+}
