@@ -148,8 +148,20 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 	if err != nil {
 		return "", "", err
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: inject.Candidates(snap.Sets, pod.Labels),
-		NamespaceLabels: namespaceLabels(pod.Namespace), Known: snap.Get}, c.Name(), injected)
+	// The rollout moves pods to the set's current spec, even when new pods get a pinned revision.
+	candidates := inject.Candidates(snap.Sets, pod.Labels)
+	for i := range candidates {
+		if candidates[i].Name() == c.Name() {
+			candidates[i] = c
+		}
+	}
+	known := func(name string) (*inject.CompiledSet, bool) {
+		if name == c.Name() {
+			return c, true
+		}
+		return snap.Get(name)
+	}
+	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: known}, c.Name(), injected)
 	if err != nil {
 		return "", err.Error(), nil
 	}

@@ -139,6 +139,30 @@ type InjectionStrategy struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Paused bool `json:"paused,omitempty"`
+
+	// Revision pins what new Pods get to a stored revision of this SidecarSet instead of its
+	// current spec: a new image can then be tried on running Pods (updateStrategy) while new
+	// Pods still get the known one, or the other way round. When the revision is not found, new
+	// Pods get the current spec and the admission says so.
+	// +optional
+	Revision *RevisionRef `json:"revision,omitempty"`
+}
+
+// RevisionRef names a stored revision of a SidecarSet: by its ControllerRevision name
+// (status.updateRevision shows the current one), or by the sidecarset.io/custom-version label
+// the SidecarSet carried when the revision was stored.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.customVersion)",message="set exactly one of name and customVersion"
+type RevisionRef struct {
+	// Name is the ControllerRevision's name, <set>-<hash>.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name,omitempty"`
+	// CustomVersion is the value of the sidecarset.io/custom-version label of the revision;
+	// the newest such revision is used.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	CustomVersion string `json:"customVersion,omitempty"`
 }
 
 // PodInjectPolicy says where a sidecar container goes relative to the app containers.

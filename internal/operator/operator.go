@@ -109,7 +109,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err != nil {
 		return nil, fmt.Errorf("watching SidecarSets: %w", err)
 	}
-	store.SetSynced(reg.HasSynced)
+	synced := reg.HasSynced
+	if opts.Namespace != "" {
+		// A set may pin a stored revision: the view is complete only with the revisions too.
+		revisions, err := mgr.GetCache().GetInformer(ctx, &appsv1.ControllerRevision{})
+		if err != nil {
+			return nil, fmt.Errorf("getting the ControllerRevision informer: %w", err)
+		}
+		revReg, err := revisions.AddEventHandler(store.RevisionEventHandler())
+		if err != nil {
+			return nil, fmt.Errorf("watching SidecarSet revisions: %w", err)
+		}
+		synced = func() bool { return reg.HasSynced() && revReg.HasSynced() }
+	}
+	store.SetSynced(synced)
 	// The injector reads Namespaces on every replica, leader or not: start their informer
 	// now rather than on the first admission.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {

@@ -117,3 +117,35 @@ func compare(a, b string) int {
 	}
 	return 0
 }
+
+// Pinned finds the revision that set.spec.injectionStrategy.revision names among revs (any
+// sets' revisions; only set's own count): by name, or the newest with the custom version.
+// Nil when the set pins none or the revision is not there.
+func Pinned(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) *appsv1.ControllerRevision {
+	ref := set.Spec.InjectionStrategy.Revision
+	if ref == nil {
+		return nil
+	}
+	var found *appsv1.ControllerRevision
+	for _, r := range revs {
+		if r.Labels[appsv1alpha1.RevisionSetLabel] != set.Name {
+			continue
+		}
+		matches := r.Name == ref.Name
+		if ref.CustomVersion != "" {
+			matches = r.Labels[appsv1alpha1.CustomVersionLabel] == ref.CustomVersion
+		}
+		if matches && (found == nil || r.Revision > found.Revision) {
+			found = r
+		}
+	}
+	return found
+}
+
+// Describe names what a RevisionRef points at, for messages.
+func Describe(ref *appsv1alpha1.RevisionRef) string {
+	if ref.CustomVersion != "" {
+		return fmt.Sprintf("the revision with %s=%s", appsv1alpha1.CustomVersionLabel, ref.CustomVersion)
+	}
+	return "revision " + ref.Name
+}

@@ -108,3 +108,29 @@ func TestRevisionRoundTrip(t *testing.T) {
 		t.Errorf("Content modified the set it was given")
 	}
 }
+
+func TestPinned(t *testing.T) {
+	revs := stored(t, 3)
+	var ptrs []*appsv1.ControllerRevision
+	for i := range revs {
+		ptrs = append(ptrs, &revs[i])
+	}
+	v2 := compiled(t, "2", nil)
+	set := compiled(t, "9", nil).Set
+	for _, tt := range []struct {
+		ref  *appsv1alpha1.RevisionRef
+		want string
+	}{
+		{nil, ""},
+		{&appsv1alpha1.RevisionRef{Name: Name("agent", v2.Hash)}, Name("agent", v2.Hash)},
+		{&appsv1alpha1.RevisionRef{CustomVersion: "v2"}, Name("agent", v2.Hash)},
+		{&appsv1alpha1.RevisionRef{CustomVersion: "v7"}, ""},
+		{&appsv1alpha1.RevisionRef{Name: Name("other", compiled(t, "1", nil).Hash)}, ""}, // another set's
+	} {
+		set.Spec.InjectionStrategy.Revision = tt.ref
+		got := Pinned(set, ptrs)
+		if (got == nil && tt.want != "") || (got != nil && got.Name != tt.want) {
+			t.Errorf("Pinned(%+v) = %v, want %q", tt.ref, got, tt.want)
+		}
+	}
+}

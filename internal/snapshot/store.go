@@ -1,18 +1,22 @@
 package snapshot
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/validation"
 )
 
@@ -29,6 +33,9 @@ type Snapshot struct {
 	// Invalid maps the names of SidecarSets that cannot be compiled (possible only when they
 	// were written while the validating webhook was down) to the reason. They inject nothing.
 	Invalid map[string]error
+	// PinMissing maps the names of SidecarSets whose spec.injectionStrategy.revision is not
+	// stored to what they pin: they inject their current spec meanwhile.
+	PinMissing map[string]string
 }
 
 // Conflict is a clash between two SidecarSets that can select the same Pod: a container name,
@@ -63,9 +70,14 @@ type Store struct {
 	current atomic.Pointer[Snapshot]
 	synced  atomic.Pointer[func() bool]
 
-	mu      sync.Mutex
-	sets    map[string]*inject.CompiledSet
-	invalid map[string]error
+	mu   sync.Mutex
+	sets map[string]*inject.CompiledSet
+	// objects are the SidecarSets as stored, revisions their stored revisions by name: a set
+	// that pins a revision is compiled from it, again whenever it comes or goes.
+	objects    map[string]*appsv1alpha1.SidecarSet
+	revisions  map[string]*appsv1.ControllerRevision
+	pinMissing map[string]string
+	invalid    map[string]error
 	// pairs caches validation.Conflicts(a, b) as pairs[a][b] (paths into a's spec). Entries
 	// are dropped when either set's spec changes, so a publish only compares the pairs of the
 	// set that changed.
@@ -76,7 +88,8 @@ type Store struct {
 
 // NewStore returns an empty Store; it is not Ready until SetSynced's function says so.
 func NewStore() *Store {
-	s := &Store{sets: map[string]*inject.CompiledSet{}, invalid: map[string]error{}, pairs: map[string]map[string][]string{}}
+	s := &Store{sets: map[string]*inject.CompiledSet{}, invalid: map[string]error{}, pairs: map[string]map[string][]string{},
+		objects: map[string]*appsv1alpha1.SidecarSet{}, revisions: map[string]*appsv1.ControllerRevision{}, pinMissing: map[string]string{}}
 	s.current.Store(&Snapshot{Conflicts: map[string][]Conflict{}, Invalid: map[string]error{}})
 	return s
 }
@@ -116,13 +129,57 @@ func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 {
 		s.forgetPairs(set.Name)
 	}
+	s.objects[set.Name] = set
+	s.compile(set)
+	s.publish()
+}
+
+// compile compiles set into the Store: from the revision it pins, when it pins one that is
+// stored.
+func (s *Store) compile(set *appsv1alpha1.SidecarSet) {
 	delete(s.sets, set.Name)
 	delete(s.invalid, set.Name)
-	if c, err := inject.Compile(set); err != nil {
+	delete(s.pinMissing, set.Name)
+	content := set
+	if ref := set.Spec.InjectionStrategy.Revision; ref != nil {
+		if r := revision.Pinned(set, slices.Collect(maps.Values(s.revisions))); r == nil {
+			s.pinMissing[set.Name] = revision.Describe(ref)
+		} else if pinned, err := revision.Content(set, r); err != nil {
+			s.pinMissing[set.Name] = fmt.Sprintf("%s (%v)", revision.Describe(ref), err)
+		} else {
+			content = pinned
+		}
+	}
+	if c, err := inject.Compile(content); err != nil {
 		s.invalid[set.Name] = err
 	} else {
 		s.sets[set.Name] = c
 	}
+}
+
+// UpsertRevision stores a revision and recompiles the set that pins it, if any.
+func (s *Store) UpsertRevision(r *appsv1.ControllerRevision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revisions[r.Name] = r
+	s.recompilePinning(r)
+}
+
+// DeleteRevision forgets a revision and recompiles the set that pinned it, if any.
+func (s *Store) DeleteRevision(r *appsv1.ControllerRevision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.revisions, r.Name)
+	s.recompilePinning(r)
+}
+
+func (s *Store) recompilePinning(r *appsv1.ControllerRevision) {
+	set, ok := s.objects[r.Labels[appsv1alpha1.RevisionSetLabel]]
+	if !ok || set.Spec.InjectionStrategy.Revision == nil {
+		return
+	}
+	s.forgetPairs(set.Name) // its injected content may change
+	s.compile(set)
 	s.publish()
 }
 
@@ -132,6 +189,8 @@ func (s *Store) Delete(name string) {
 	defer s.mu.Unlock()
 	delete(s.sets, name)
 	delete(s.invalid, name)
+	delete(s.objects, name)
+	delete(s.pinMissing, name)
 	s.forgetPairs(name)
 	s.publish()
 }
@@ -192,6 +251,7 @@ func (s *Store) publish() {
 	for n, err := range s.invalid {
 		snap.Invalid[n] = err
 	}
+	snap.PinMissing = maps.Clone(s.pinMissing)
 	prev := s.current.Swap(snap)
 	if changed := changedConflicts(prev.Conflicts, snap.Conflicts); len(changed) > 0 {
 		for _, f := range s.subscribers {
@@ -248,6 +308,26 @@ func changedConflicts(before, after map[string][]Conflict) []string {
 		}
 	}
 	return sets.List(changed)
+}
+
+// RevisionEventHandler feeds the Store from an informer of the SidecarSets' revisions.
+func (s *Store) RevisionEventHandler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.revisionObject(obj, s.UpsertRevision) },
+		UpdateFunc: func(_, obj any) { s.revisionObject(obj, s.UpsertRevision) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			s.revisionObject(obj, s.DeleteRevision)
+		},
+	}
+}
+
+func (s *Store) revisionObject(obj any, f func(*appsv1.ControllerRevision)) {
+	if r, ok := obj.(*appsv1.ControllerRevision); ok {
+		f(r)
+	}
 }
 
 // EventHandler feeds the Store from a SidecarSet informer.

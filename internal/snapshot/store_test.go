@@ -14,6 +14,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
 // sidecarSet returns a valid SidecarSet at a resourceVersion, injecting image.
@@ -335,4 +336,46 @@ func TestStoreConcurrent(t *testing.T) {
 	}
 	done.Store(true)
 	wg.Wait()
+}
+
+// TestStorePinnedRevision: a set that pins a stored revision injects that revision's content;
+// until the revision is there, and after it goes, it injects its current spec and the
+// snapshot says what it pins.
+func TestStorePinnedRevision(t *testing.T) {
+	s := NewStore()
+	v1 := sidecarSet("agent", "1", "agent:1")
+	c1, err := inject.Compile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := revision.Reconcile(c1, "ops", nil).Create
+	v2 := sidecarSet("agent", "2", "agent:2")
+	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name}
+	c2, err := inject.Compile(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := func() string {
+		c, ok := s.Load().Get("agent")
+		if !ok {
+			t.Fatal("agent is not in the snapshot")
+		}
+		return c.Hash
+	}
+
+	s.Upsert(v2)
+	if hash() != c2.Hash || s.Load().PinMissing["agent"] != "revision "+rev.Name {
+		t.Errorf("before the revision: hash %s (current %s), pin missing %q", hash(), c2.Hash, s.Load().PinMissing)
+	}
+	s.UpsertRevision(rev)
+	if hash() != c1.Hash || len(s.Load().PinMissing) != 0 {
+		t.Errorf("with the revision: hash %s, want the pinned %s; pin missing %q", hash(), c1.Hash, s.Load().PinMissing)
+	}
+	if c, _ := s.Load().Get("agent"); c.Set.Spec.Containers[0].Image != "agent:1" || c.Set.Spec.InjectionStrategy.Revision == nil {
+		t.Errorf("pinned set: image %s, pin %v; want the revision's image and the set's own strategy", c.Set.Spec.Containers[0].Image, c.Set.Spec.InjectionStrategy.Revision)
+	}
+	s.DeleteRevision(rev)
+	if hash() != c2.Hash || s.Load().PinMissing["agent"] == "" {
+		t.Errorf("after the revision went: hash %s (current %s), pin missing %q", hash(), c2.Hash, s.Load().PinMissing)
+	}
 }

@@ -78,7 +78,22 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
-	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...)
+	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
+}
+
+// pinWarnings tell the user which SidecarSets that select the pod pin a revision that is not
+// stored, and so inject their current spec instead.
+func pinWarnings(snap *snapshot.Snapshot, podLabels map[string]string) []string {
+	if len(snap.PinMissing) == 0 {
+		return nil
+	}
+	var out []string
+	for _, c := range inject.Candidates(snap.Sets, podLabels) {
+		if pin, ok := snap.PinMissing[c.Name()]; ok {
+			out = append(out, fmt.Sprintf("SidecarSet %q pins %s (spec.injectionStrategy.revision), which is not stored; it injects its current spec instead", c.Name(), pin))
+		}
+	}
+	return out
 }
 
 // stoppedWarnings tell the user which SidecarSets select the pod's labels but inject nothing

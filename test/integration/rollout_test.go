@@ -449,3 +449,36 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 		t.Errorf("the untouched pod was not updated: %s", got)
 	}
 }
+
+// TestPinnedRevisionForNewPods canaries a new image on one running pod while new pods keep
+// getting the known one: the set pins the revision labelled with its custom version.
+func TestPinnedRevisionForNewPods(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := rollingSet("pinned", "pinned")
+	set.Labels = map[string]string{appsv1alpha1.CustomVersionLabel: "stable"}
+	createSet(t, set)
+	pods := rolloutPods(t, ns, "pinned", 2)
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+	eventually(t, "the stable revision to be stored", func() (bool, string) {
+		var list appsv1.ControllerRevisionList
+		must(t, k8s.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{appsv1alpha1.CustomVersionLabel: "stable"}))
+		return len(list.Items) == 1, fmt.Sprint(len(list.Items))
+	})
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Labels[appsv1alpha1.CustomVersionLabel] = "canary"
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable"}
+		s.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(1))
+	})
+	rollingCondition(t, set, "Complete", "1 of 2 matched pods carry hash", "partition keeps 1")
+	if got := getPod(t, pods[0]).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
+		t.Errorf("the canary pod runs %s, want agent:2.0", got)
+	}
+	fresh := appPod(ns, "pinned-new", "pinned", true)
+	must(t, k8s.Create(ctx, fresh))
+	if got := fresh.Spec.Containers[len(fresh.Spec.Containers)-1].Image; got != "registry.example/agent:1.0" {
+		t.Errorf("a new pod got %s, want the pinned revision's agent:1.0", got)
+	}
+}
