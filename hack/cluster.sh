@@ -150,6 +150,7 @@ start_components() {
   # Pod IPs from a range of their own, apart from the service range.
   launch kwok "127.0.0.1:$KWOK_PORT" http_ok "http://127.0.0.1:$KWOK_PORT/healthz" -- \
     "$BIN_DIR/kwok" --kubeconfig="$k" --manage-all-nodes=true --config="$BIN_DIR/kwok-stages.yaml" \
+    --config="$REPO_ROOT/hack/kwok/sidecar-update-stages.yaml" \
     --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KWOK_PORT" --cidr=10.244.0.0/16
 }
 

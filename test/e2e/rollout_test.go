@@ -1,0 +1,226 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// budgetWatch lists a namespace's pods every 50 ms while a test runs and keeps the highest
+// number of them that were unavailable at once: not Ready, or running another image than their
+// spec names (kwok's sidecar-update stages play the kubelet; hack/kwok).
+type budgetWatch struct {
+	mu      sync.Mutex
+	highest int
+}
+
+func watchBudget(t *testing.T, ns string) *budgetWatch {
+	t.Helper()
+	w := &budgetWatch{}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for runCtx.Err() == nil {
+			var pods corev1.PodList
+			if err := k8s.List(runCtx, &pods, client.InNamespace(ns)); err == nil {
+				n := 0
+				for i := range pods.Items {
+					if pods.Items[i].DeletionTimestamp == nil && !available(&pods.Items[i]) {
+						n++
+					}
+				}
+				w.mu.Lock()
+				w.highest = max(w.highest, n)
+				w.mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func (w *budgetWatch) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.highest = 0
+}
+
+func (w *budgetWatch) max() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.highest
+}
+
+func available(pod *corev1.Pod) bool {
+	ready := false
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		return false
+	}
+	for _, l := range []struct {
+		spec []corev1.Container
+		st   []corev1.ContainerStatus
+	}{{pod.Spec.Containers, pod.Status.ContainerStatuses}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
+		for _, c := range l.spec {
+			for _, s := range l.st {
+				if s.Name == c.Name && s.Image != c.Image {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func editSet(t *testing.T, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
+	t.Helper()
+	eventually(t, converge, "the SidecarSet to be updated", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+			return false, err.Error()
+		}
+		edit(&cur)
+		err := k8s.Update(ctx, &cur)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func waitForRollout(t *testing.T, set *appsv1alpha1.SidecarSet, reason string, text ...string) time.Duration {
+	t.Helper()
+	return eventually(t, converge, fmt.Sprintf("%s's RollingUpdate condition %s %q", set.Name, reason, text), func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
+		if c == nil || cur.Status.ObservedGeneration != cur.Generation {
+			return false, fmt.Sprintf("%+v", cur.Status)
+		}
+		ok := c.Reason == reason
+		for _, s := range text {
+			ok = ok && strings.Contains(c.Message, s)
+		}
+		return ok, c.Reason + ": " + c.Message
+	})
+}
+
+func containerNamed(list []corev1.Container, name string) *corev1.Container {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+func restarts(pod *corev1.Pod, name string) int32 {
+	for _, s := range append(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses...) {
+		if s.Name == name {
+			return s.RestartCount
+		}
+	}
+	return -1
+}
+
+// TestInPlaceRollout rolls new sidecar images (a regular and a native sidecar) through a
+// Deployment's pods on the local cluster, kwok playing the kubelet: same pods, app containers
+// untouched, never more than maxUnavailable pods unavailable at any observed moment; then a
+// broken image stops at the budget, and going back to the known image (a rollback) updates only
+// the pod that took the broken one.
+func TestInPlaceRollout(t *testing.T) {
+	ns := newNamespace(t, "rollout", nil)
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-rollout"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "rolled"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			InitContainers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "registry.example/proxy:1.0",
+				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate},
+		},
+	}
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	newDeployment(t, ns, "rolled", 4)
+	waitForCounts(t, set, counts{4, 4, 4, 4}, converge)
+	uids := map[string]types.UID{}
+	for _, p := range podsOf(t, ns, "rolled") {
+		uids[p.Name] = p.UID
+	}
+	budget := watchBudget(t, ns)
+	budget.reset()
+
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.InitContainers[0].Image = "registry.example/proxy:2.0"
+	})
+	took := waitForRollout(t, set, "Complete", "4 of 4 matched pods carry hash")
+	waitForCounts(t, set, counts{4, 4, 4, 4}, converge)
+	t.Logf("rollout of 4 pods (maxUnavailable 1, kwok restart delay 500 ms) complete in %s; highest unavailable %d", took, budget.max())
+	if got := budget.max(); got != 1 {
+		t.Errorf("highest number of unavailable pods during the rollout: %d, want 1 (maxUnavailable 1)", got)
+	}
+	for _, p := range podsOf(t, ns, "rolled") {
+		if uids[p.Name] != p.UID {
+			t.Errorf("pod %s is not one of the pods before the rollout", p.Name)
+		}
+		agent, proxy, app := containerNamed(p.Spec.Containers, "agent"), containerNamed(p.Spec.InitContainers, "proxy"), containerNamed(p.Spec.Containers, "app")
+		if agent == nil || proxy == nil || app == nil || agent.Image != "registry.example/agent:2.0" || proxy.Image != "registry.example/proxy:2.0" || app.Image != "registry.example/app:1.0" {
+			t.Errorf("pod %s containers %+v / init %+v", p.Name, p.Spec.Containers, p.Spec.InitContainers)
+		}
+		if restarts(&p, "agent") != 1 || restarts(&p, "proxy") != 1 || restarts(&p, "app") != 0 {
+			t.Errorf("pod %s restarts agent %d proxy %d app %d, want 1 1 0", p.Name, restarts(&p, "agent"), restarts(&p, "proxy"), restarts(&p, "app"))
+		}
+	}
+
+	// A broken image: one pod takes it and never becomes ready; the rollout stops there.
+	budget.reset()
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
+	waitForRollout(t, set, "Progressing", "1 of 4 matched pods carry hash", "1 unavailable of at most 1")
+	time.Sleep(2 * time.Second) // a runaway rollout would show itself by now
+	broken := ""
+	for _, p := range podsOf(t, ns, "rolled") {
+		if containerNamed(p.Spec.Containers, "agent").Image == "registry.example/agent:broken" {
+			if broken != "" {
+				t.Errorf("pods %s and %s both took the broken image", broken, p.Name)
+			}
+			broken = p.Name
+		}
+	}
+	if broken == "" || budget.max() != 1 {
+		t.Fatalf("broken image: pod %q took it, highest unavailable %d; want one pod, 1", broken, budget.max())
+	}
+
+	// Back to the known image: only the pod on the broken image is touched.
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	waitForRollout(t, set, "Complete", "4 of 4 matched pods carry hash")
+	waitForCounts(t, set, counts{4, 4, 4, 4}, converge)
+	for _, p := range podsOf(t, ns, "rolled") {
+		// The pods that never took the broken image are not touched again: one restart, from
+		// the first rollout.
+		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || (p.Name != broken && restarts(&p, "agent") != 1) {
+			t.Errorf("after the rollback pod %s runs %s with %d agent restarts, want agent:2.0 (and 1 restart unless it took the broken image)", p.Name,
+				containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
+		}
+	}
+}
