@@ -48,6 +48,8 @@ type SidecarSetReconciler struct {
 	// Namespace is the operator's namespace, where SidecarSet revisions are stored; none are
 	// when it is empty.
 	Namespace string
+	// Upgrade gates operator upgrades on rollouts in progress (OLM); nil: no gate.
+	Upgrade *UpgradeGate
 
 	memory rolloutMemory
 }
@@ -65,6 +67,9 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.memory.drop(req.Name)
+			if err := r.Upgrade.Note(ctx, req.Name, false, ""); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -117,8 +122,16 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 		if err != nil && !errors.Is(err, errStale) {
 			return appsv1alpha1.SidecarSetStatus{}, err
 		}
+		inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Waiting > 0
+		why := fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched)
+		if noteErr := r.Upgrade.Note(ctx, set.Name, inProgress, why); noteErr != nil {
+			return appsv1alpha1.SidecarSetStatus{}, noteErr
+		}
 	} else {
 		r.memory.drop(set.Name)
+		if noteErr := r.Upgrade.Note(ctx, set.Name, false, ""); noteErr != nil {
+			return appsv1alpha1.SidecarSetStatus{}, noteErr
+		}
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
 	current, revErr := r.revisions(ctx, compiled)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/operator-framework/operator-lib/conditions"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +44,10 @@ func NewScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	if err := appsv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	// The OperatorCondition through which OLM is told whether the operator may be upgraded.
+	if err := operatorsv2.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -137,7 +143,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, err
 	}
 	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace}
+		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace,
+		Upgrade: controllers.NewUpgradeGate(conditions.InClusterFactory{Client: mgr.GetClient()})}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
