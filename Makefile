@@ -181,3 +181,15 @@ envtest: ## Build (or reuse) kube-apiserver, etcd and kubectl for the integratio
 
 # OLM bundle and catalog targets (bundle, catalog, verify-bundle, operator-sdk, opm).
 -include hack/olm.mk
+
+.PHONY: bench-rollout
+bench-rollout: manifests kustomize ## Roll a new sidecar image through BENCH_PODS (default 1000) pods on a local cluster of its own (maxUnavailable 10%): wall time, API writes per pod, peak unavailable.
+	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
+	trap 'hack/demo.sh down' EXIT; \
+	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
+	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" SIDECARSET_BENCH_PODS="$${BENCH_PODS:-1000}" \
+	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkInPlaceRollout -benchtime 1x -count=1 -timeout 40m -v
+
+.PHONY: lint-scripts
+lint-scripts: ## shellcheck the hack/ scripts (needs shellcheck: apt-get install shellcheck).
+	shellcheck -x hack/*.sh hack/lib/*.sh

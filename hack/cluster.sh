@@ -178,8 +178,8 @@ spec:
     value: fake
     effect: NoSchedule
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+  allocatable: {cpu: "1000", memory: 4Ti, pods: "20000"}
+  capacity: {cpu: "1000", memory: 4Ti, pods: "20000"}
 EOF
   node_ready() {
     [[ $(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]

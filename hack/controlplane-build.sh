@@ -38,7 +38,7 @@ fi
 
 exec 9>"$dest/.lock"
 flock 9
-todo=($(missing))
+mapfile -t todo < <(missing)
 if [[ ${#todo[@]} -eq 0 ]]; then
   echo "$dest"
   exit 0
@@ -117,5 +117,5 @@ for f in "$work/out"/*; do
   chmod a+rx "$f"
   mv -f "$f" "$dest/"
 done
-log "done: $(ls "$dest" | tr '\n' ' ')"
+log "done: $(find "$dest" -mindepth 1 -maxdepth 1 ! -name .lock -printf "%f ")"
 echo "$dest"

@@ -68,10 +68,15 @@ cmd_install() {
   ensure_webhook_proxy
   manifests=$(render_install_manifests "https://127.0.0.1:$WEBHOOK_PORT")
   kubectl apply --server-side --force-conflicts --field-manager=sidecarset-local -f - <<<"$manifests" >/dev/null
-  crds=$(python3 -c 'import json, sys
-print(" ".join("crd/" + o["metadata"]["name"] for o in json.load(sys.stdin)["items"] if o["kind"] == "CustomResourceDefinition"))' <<<"$manifests")
-  # shellcheck disable=SC2086
-  kubectl wait --for=condition=Established --timeout=60s $crds >/dev/null
+  crds=$(devtool names CustomResourceDefinition crd <<<"$manifests")
+  # kubectl wait fails at once while a new CRD has no conditions at all: poll instead.
+  crds_established() {
+    local c
+    for c in $crds; do
+      [[ $(kubectl get "$c" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') == True ]] || return 1
+    done
+  }
+  wait_for - 60 "the CRDs to be Established" crds_established || die "the CRDs were not Established"
   log "installed the CRD and webhooks calling https://127.0.0.1:$WEBHOOK_PORT ($(since "$start"))"
 }
 
@@ -288,6 +293,31 @@ show_result() {
   echo "  only its own container: the API server calls the injector only for opted-in pods"
 }
 
+
+# show_rollout: update the log-agent sidecar's image in place on the running pods (a rolling
+# update, maxUnavailable 1; kwok plays the kubelet, hack/kwok) and show the same pods with the
+# new image and one restart of that container.
+show_rollout() {
+  local image=docker.io/fluent/fluent-bit:3.2.11 start uids_before uids_after rolled
+  start=$(now_us)
+  uids_before=$(kubectl -n "$DEMO_NAMESPACE" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')
+  kubectl patch sidecarset log-agent --type=json -p "[
+    {\"op\": \"add\", \"path\": \"/spec/updateStrategy\", \"value\": {\"type\": \"RollingUpdate\", \"maxUnavailable\": 1}},
+    {\"op\": \"replace\", \"path\": \"/spec/containers/0/image\", \"value\": \"$image\"}]" >/dev/null
+  rolled() {
+    [[ $(kubectl get sidecarset log-agent -o jsonpath='{.status.conditions[?(@.type=="RollingUpdate")].reason}/{.status.updatedReadyPods}') == "Complete/$DEMO_REPLICAS" ]]
+  }
+  wait_for operator-0 "$DEMO_TIMEOUT" "the log-agent rollout to complete" rolled ||
+    die "the rollout did not complete: $(kubectl get sidecarset log-agent -o jsonpath='{.status.conditions[?(@.type=="RollingUpdate")].message}')"
+  uids_after=$(kubectl -n "$DEMO_NAMESPACE" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')
+  echo
+  echo "Rolling update of the log-agent sidecar to $image, in place ($(since "$start")):"
+  rolled=$(kubectl -n "$DEMO_NAMESPACE" get pods -l app=web -o jsonpath='{range .items[*]}{.metadata.name} {.spec.containers[?(@.name=="log-agent")].image} restarts={.status.containerStatuses[?(@.name=="log-agent")].restartCount}{"\n"}{end}')
+  column -t <<<"$rolled" | sed 's/^/  /'
+  [[ $uids_before == "$uids_after" ]] || die "the rollout replaced pods instead of updating them in place"
+  [[ $(grep -c " $image " <<<"$rolled") == "$DEMO_REPLICAS" ]] || die "not every pod runs $image"
+  echo "  same pods (UIDs unchanged), only the log-agent container restarted; kubectl get sidecarset log-agent shows the RollingUpdate condition"
+}
 cmd_up() {
   take_lock "$STATE_DIR.demo.lock"
   local t0 t phases=()
@@ -317,6 +347,9 @@ cmd_up() {
   log "both SidecarSets count $DEMO_REPLICAS matched, updated and ready ($(since "$t"))"
   phases+=("converge $(since "$t")")
   show_result
+  t=$(now_us)
+  show_rollout
+  phases+=("rollout $(since "$t")")
 
   echo
   echo "Use it:"

@@ -88,8 +88,7 @@ cmd_build() {
       go get "$OLM_MODULE/cmd/olm@$OLM_VERSION" "$OLM_MODULE/cmd/catalog@$OLM_VERSION"
       local mod commit
       mod=$(go list -m -f '{{.Dir}}' "$OLM_MODULE")
-      commit=$(go mod download -json "$OLM_MODULE@$OLM_VERSION" |
-        python3 -c 'import json, sys; print(json.load(sys.stdin).get("Origin", {}).get("Hash", "unknown"))')
+      commit=$(go mod download -json "$OLM_MODULE@$OLM_VERSION" | devtool json-field Origin.Hash unknown)
       cp -r "$mod" olm-src
       chmod -R u+w olm-src
       patch_server_go olm-src/pkg/lib/server/server.go
@@ -127,8 +126,7 @@ set_env() {
 install_crds() {
   local start dir crds
   start=$(now_us)
-  dir=$(cd "$REPO_ROOT" && go mod download -json "$API_MODULE" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') ||
+  dir=$(cd "$REPO_ROOT" && go mod download -json "$API_MODULE" | devtool json-field Dir) ||
     die "go mod download $API_MODULE failed"
   [[ -d $dir/crds ]] || die "$dir has no crds/ directory"
   crds=$(kubectl apply --server-side --force-conflicts --field-manager=sidecarset-olm -f "$dir/crds" -o name)

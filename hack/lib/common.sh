@@ -125,22 +125,27 @@ show_log_tail() {
   tail -n "+$run" "$f" | tail -n "$LOG_TAIL_LINES" | sed 's/^/    /' >&2
 }
 
+# devtool_bin: the path of bin/devtool (hack/devtool: free ports, manifest rewriting, JSON
+# fields, the webhook proxy), built first when missing or older than its sources.
+devtool_bin() {
+  local bin=$REPO_ROOT/bin/devtool
+  if [[ ! -x $bin || -n $(find "$REPO_ROOT/hack/devtool" "$REPO_ROOT/go.mod" -newer "$bin" -print -quit) ]]; then
+    (cd "$REPO_ROOT" && go build -o "$bin" ./hack/devtool) || die "building hack/devtool failed"
+  fi
+  echo "$bin"
+}
+
+# devtool ARGS...: run bin/devtool.
+devtool() {
+  local bin
+  bin=$(devtool_bin) || exit 1
+  "$bin" "$@"
+}
+
 # free_ports N: N distinct loopback ports, free now and recorded for no component of this state
 # directory (a recorded port may be free for a moment while its process restarts).
 free_ports() {
-  { cat "$STATE_DIR"/*.env "$STATE_DIR"/operators/*.env 2>/dev/null || true; } | python3 -c '
-import re, socket, sys
-taken = {int(p) for p in re.findall(r"_PORT=(\d+)", sys.stdin.read())}
-socks, ports = [], []
-while len(ports) < int(sys.argv[1]):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)  # held open until we are done, so the ports are distinct
-    port = s.getsockname()[1]
-    if port not in taken:
-        ports.append(port)
-print(" ".join(map(str, ports)))
-' "$1"
+  devtool free-ports "$1" "$STATE_DIR"/*.env "$STATE_DIR"/operators/*.env
 }
 
 # still_running NAME: NAME's process is alive, or turns out to be within a second. A process

@@ -18,7 +18,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func must(t *testing.T, err error) {
 
 // newNamespace creates a namespace and waits for its default ServiceAccount, without which
 // pods are not admitted.
-func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+func newNamespace(t testing.TB, prefix string, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
 	must(t, k8s.Create(ctx, ns))
@@ -39,7 +39,7 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	return ns.Name
 }
 
-func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
+func deleteIgnoreNotFound(t testing.TB, obj client.Object) {
 	t.Helper()
 	if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting %s: %v", obj.GetName(), err)
@@ -47,7 +47,7 @@ func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
 }
 
 // newSet creates a SidecarSet selecting app=<app> with one sidecar container.
-func newSet(t *testing.T, name, app string) *appsv1alpha1.SidecarSet {
+func newSet(t testing.TB, name, app string) *appsv1alpha1.SidecarSet {
 	t.Helper()
 	set := &appsv1alpha1.SidecarSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -78,7 +78,7 @@ func podSpec() corev1.PodSpec {
 }
 
 // newDeployment creates a Deployment of opted-in app=<app> pods.
-func newDeployment(t *testing.T, ns, app string, replicas int32) *appsv1.Deployment {
+func newDeployment(t testing.TB, ns, app string, replicas int32) *appsv1.Deployment {
 	t.Helper()
 	labels := map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
 	dep := &appsv1.Deployment{
@@ -93,7 +93,7 @@ func newDeployment(t *testing.T, ns, app string, replicas int32) *appsv1.Deploym
 	return dep
 }
 
-func scale(t *testing.T, dep *appsv1.Deployment, replicas int32) {
+func scale(t testing.TB, dep *appsv1.Deployment, replicas int32) {
 	t.Helper()
 	patch := client.MergeFrom(dep.DeepCopy())
 	dep.Spec.Replicas = ptr.To(replicas)
@@ -101,7 +101,7 @@ func scale(t *testing.T, dep *appsv1.Deployment, replicas int32) {
 }
 
 // rolloutRestart does what `kubectl rollout restart` does.
-func rolloutRestart(t *testing.T, dep *appsv1.Deployment) {
+func rolloutRestart(t testing.TB, dep *appsv1.Deployment) {
 	t.Helper()
 	patch := client.MergeFrom(dep.DeepCopy())
 	if dep.Spec.Template.Annotations == nil {
@@ -115,14 +115,14 @@ type counts struct{ matched, updated, ready, updatedReady int32 }
 
 // waitForCounts waits until the SidecarSet's status shows exactly want for its current
 // generation, and returns how long that took.
-func waitForCounts(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, timeout time.Duration) time.Duration {
+func waitForCounts(t testing.TB, set *appsv1alpha1.SidecarSet, want counts, timeout time.Duration) time.Duration {
 	t.Helper()
 	return waitForStatus(t, set, want, 0, timeout)
 }
 
 // waitForStatus is waitForCounts that also wants excluded pods (selected in namespaces the
 // pod webhook never serves) in status.excludedPods.
-func waitForStatus(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, excluded int32, timeout time.Duration) time.Duration {
+func waitForStatus(t testing.TB, set *appsv1alpha1.SidecarSet, want counts, excluded int32, timeout time.Duration) time.Duration {
 	t.Helper()
 	return eventually(t, timeout, fmt.Sprintf("%s status %+v excluded %d", set.Name, want, excluded), func() (bool, string) {
 		var got appsv1alpha1.SidecarSet
@@ -137,7 +137,7 @@ func waitForStatus(t *testing.T, set *appsv1alpha1.SidecarSet, want counts, excl
 }
 
 // podsOf lists the live pods of an app in a namespace.
-func podsOf(t *testing.T, ns, app string) []corev1.Pod {
+func podsOf(t testing.TB, ns, app string) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
 	must(t, k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}))

@@ -28,7 +28,7 @@ type budgetWatch struct {
 	highest int
 }
 
-func watchBudget(t *testing.T, ns string) *budgetWatch {
+func watchBudget(t testing.TB, ns string) *budgetWatch {
 	t.Helper()
 	w := &budgetWatch{}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -92,7 +92,7 @@ func available(pod *corev1.Pod) bool {
 	return true
 }
 
-func editSet(t *testing.T, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
+func editSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
 	t.Helper()
 	eventually(t, converge, "the SidecarSet to be updated", func() (bool, string) {
 		var cur appsv1alpha1.SidecarSet
@@ -105,7 +105,7 @@ func editSet(t *testing.T, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1
 	})
 }
 
-func waitForRollout(t *testing.T, set *appsv1alpha1.SidecarSet, reason string, text ...string) time.Duration {
+func waitForRollout(t testing.TB, set *appsv1alpha1.SidecarSet, reason string, text ...string) time.Duration {
 	t.Helper()
 	return eventually(t, converge, fmt.Sprintf("%s's RollingUpdate condition %s %q", set.Name, reason, text), func() (bool, string) {
 		var cur appsv1alpha1.SidecarSet

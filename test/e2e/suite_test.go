@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -33,6 +34,8 @@ var (
 	demo string
 	// stateDir is the local cluster's state directory (logs, pids, ports).
 	stateDir string
+	// restConfig reaches the local cluster's API server (its /metrics too).
+	restConfig *rest.Config
 )
 
 const operatorNamespace = "sidecarset-system"
@@ -59,6 +62,7 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	restConfig = cfg
 	ctrl.SetLogger(logr.Discard()) // the operators log to their own files
 	scheme, err := operator.NewScheme()
 	if err != nil {
@@ -104,7 +108,7 @@ func operatorLog(t *testing.T, name string) string {
 }
 
 // eventually polls cond every 200 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	return testutil.Eventually(t, timeout, 200*time.Millisecond, what, cond)
 }

@@ -1,0 +1,107 @@
+// Command devtool does the few things hack/ scripts need that plain bash does badly: pick free
+// loopback ports, rewrite the rendered install manifests for an operator running on the host,
+// read a field of a JSON document, and proxy the webhook's TCP connections to the operator
+// replicas. The scripts build it into bin/devtool (see devtool in hack/lib/common.sh).
+//
+//	devtool free-ports N [ENV_FILE...]         N distinct free 127.0.0.1 ports, none recorded as *_PORT= in the files
+//	devtool install-manifests URL_BASE CA_FILE  kustomize YAML on stdin -> JSON List for `kubectl apply`
+//	devtool json-field PATH [DEFAULT]           JSON on stdin -> the string at PATH (dot-separated)
+//	devtool names KIND RESOURCE                 JSON List on stdin -> RESOURCE/NAME of each item of KIND
+//	devtool proxy PORT BACKENDS_FILE            TCP proxy on 127.0.0.1:PORT to the replicas in the file
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "devtool:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usage()
+	}
+	cmd, args := args[0], args[1:]
+	switch {
+	case cmd == "free-ports" && len(args) >= 1:
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 {
+			return fmt.Errorf("free-ports: %q is not a positive number", args[0])
+		}
+		ports, err := freePorts(n, args[1:])
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, joinInts(ports))
+		return err
+	case cmd == "install-manifests" && len(args) == 2:
+		ca, err := os.ReadFile(args[1])
+		if err != nil {
+			return err
+		}
+		in, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		out, err := installManifests(in, args[0], ca)
+		if err != nil {
+			return fmt.Errorf("render install manifests: %w", err)
+		}
+		_, err = stdout.Write(out)
+		return err
+	case cmd == "json-field" && (len(args) == 1 || len(args) == 2):
+		in, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		def := ""
+		if len(args) == 2 {
+			def = args[1]
+		}
+		v, err := jsonField(in, args[0], def, len(args) == 2)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, v)
+		return err
+	case cmd == "names" && len(args) == 2:
+		in, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		names, err := listNames(in, args[0], args[1])
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, strings.Join(names, " "))
+		return err
+	case cmd == "proxy" && len(args) == 2:
+		port, err := strconv.Atoi(args[0])
+		if err != nil {
+			return fmt.Errorf("proxy: %q is not a port", args[0])
+		}
+		return serveProxy(port, args[1])
+	}
+	return usage()
+}
+
+func usage() error {
+	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
+		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE")
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,109 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// BenchmarkInPlaceRollout rolls a new sidecar image through SIDECARSET_BENCH_PODS pods (default
+// 1,000) of one Deployment on the local cluster, maxUnavailable 10%, kwok playing the kubelet
+// (500 ms per restart). It reports the rollout's wall time, the API writes per pod (PATCHes of
+// pods and pods/resize seen by the API server: only the operator writes pod specs here), and the
+// highest number of pods observed unavailable against the budget. Run it with `make
+// bench-rollout`; it asserts nothing about time.
+func BenchmarkInPlaceRollout(b *testing.B) {
+	n := 1000
+	if v := os.Getenv("SIDECARSET_BENCH_PODS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("SIDECARSET_BENCH_PODS=%q: want a positive number", v)
+		}
+	}
+	for b.Loop() {
+		ns := newNamespace(b, "bench", nil)
+		set := &appsv1alpha1.SidecarSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-rollout"},
+			Spec: appsv1alpha1.SidecarSetSpec{
+				Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bench"}},
+				Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+				UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+					MaxUnavailable: ptr.To(intstr.FromString("10%"))},
+			},
+		}
+		must(b, k8s.Create(ctx, set))
+		b.Cleanup(func() { deleteIgnoreNotFound(b, set) })
+		start := time.Now()
+		newDeployment(b, ns, "bench", int32(n))
+		waitForCounts(b, set, counts{int32(n), int32(n), int32(n), int32(n)}, 15*time.Minute)
+		b.Logf("%d pods created, injected and Ready in %s", n, time.Since(start).Round(time.Millisecond))
+
+		budget := watchBudget(b, ns)
+		budget.reset()
+		writesBefore := podWrites(b)
+		start = time.Now()
+		editSet(b, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+		eventually(b, 15*time.Minute, "the rollout to complete", func() (bool, string) {
+			var cur appsv1alpha1.SidecarSet
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+				return false, err.Error()
+			}
+			st := cur.Status
+			return st.UpdatedReadyPods == int32(n) && st.ObservedGeneration == cur.Generation,
+				fmt.Sprintf("%d of %d updated and ready", st.UpdatedReadyPods, n)
+		})
+		took := time.Since(start)
+		writes := podWrites(b) - writesBefore
+		allowed := n / 10
+		b.ReportMetric(took.Seconds(), "s/rollout")
+		b.ReportMetric(writes/float64(n), "writes/pod")
+		b.ReportMetric(float64(budget.max()), "peak-unavailable")
+		b.ReportMetric(float64(allowed), "max-unavailable")
+		b.ReportMetric(0, "ns/op")
+		b.Logf("rollout of %d pods: %s, %.0f pod writes (%.2f per pod), peak unavailable %d of at most %d",
+			n, took.Round(time.Millisecond), writes, writes/float64(n), budget.max(), allowed)
+		if budget.max() > allowed {
+			b.Errorf("peak unavailable %d exceeds maxUnavailable %d", budget.max(), allowed)
+		}
+	}
+}
+
+// podWrites is the API server's count of PATCH requests to pods and pods/resize.
+func podWrites(b *testing.B) float64 {
+	b.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	must(b, err)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	must(b, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	must(b, err)
+	total := 0.0
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		labels := model.LabelSet{}
+		for _, l := range m.GetLabel() {
+			labels[model.LabelName(l.GetName())] = model.LabelValue(l.GetValue())
+		}
+		if labels["verb"] == "PATCH" && labels["resource"] == "pods" && labels["group"] == "" &&
+			(labels["subresource"] == "" || labels["subresource"] == "resize") {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
