@@ -282,7 +282,8 @@ type SidecarSetStatus struct {
 	// yet running the new images. A rolling update never makes it exceed maxUnavailable.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Unavailable pods",xDescriptors="urn:alm:descriptor:text"
 	// +optional
-	UnavailablePods int32 `json:"unavailablePods,omitempty"`
+	// +kubebuilder:default=0
+	UnavailablePods int32 `json:"unavailablePods"`
 
 	// Hash identifies the current injected content (containers, init containers, volumes and
 	// pull secrets). Pods record the hash they were injected with in the sidecarset.io/status
@@ -313,6 +314,8 @@ type SidecarSetStatus struct {
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Matched pods"
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedPods`,description="Matched pods injected with the current hash"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyPods`,description="Matched, injected and Ready pods"
+// +kubebuilder:printcolumn:name="Unavailable",type=integer,JSONPath=`.status.unavailablePods`,description="Matched pods not Ready, or updated and not yet running the new images"
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.conditions[?(@.type=="RollingUpdate")].reason`,description="Where a rolling update of running pods stands (updateStrategy RollingUpdate)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="SidecarSet",resources={{Pod,v1,""}}
 type SidecarSet struct {

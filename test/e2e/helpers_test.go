@@ -80,13 +80,19 @@ func podSpec() corev1.PodSpec {
 // newDeployment creates a Deployment of opted-in app=<app> pods.
 func newDeployment(t testing.TB, ns, app string, replicas int32) *appsv1.Deployment {
 	t.Helper()
+	return newDeploymentWith(t, ns, app, replicas, nil)
+}
+
+// newDeploymentWith is newDeployment with pod annotations.
+func newDeploymentWith(t testing.TB, ns, app string, replicas int32, annotations map[string]string) *appsv1.Deployment {
+	t.Helper()
 	labels := map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec()},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}, Spec: podSpec()},
 		},
 	}
 	must(t, k8s.Create(ctx, dep))

@@ -85,7 +85,7 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 }
 
 // podWrites is the API server's count of PATCH requests to pods and pods/resize.
-func podWrites(b *testing.B) float64 {
+func podWrites(b testing.TB) float64 {
 	b.Helper()
 	cs, err := kubernetes.NewForConfig(restConfig)
 	must(b, err)

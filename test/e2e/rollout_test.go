@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -221,6 +222,55 @@ func TestInPlaceRollout(t *testing.T) {
 		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || (p.Name != broken && restarts(&p, "agent") != 1) {
 			t.Errorf("after the rollback pod %s runs %s with %d agent restarts, want agent:2.0 (and 1 restart unless it took the broken image)", p.Name,
 				containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
+		}
+	}
+}
+
+// TestRolloutSurvivesOperatorRestart stops the operator in the middle of a rollout and starts
+// it again: the rollout resumes from the pods' records, no pod is updated twice (one image
+// patch per pod, counted by the API server; one restart of the sidecar per pod) and the
+// budget is never exceeded.
+func TestRolloutSurvivesOperatorRestart(t *testing.T) {
+	ns := newNamespace(t, "restart", nil)
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-restart"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "restarted"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
+		},
+	}
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	newDeploymentWith(t, ns, "restarted", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1500"})
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	budget := watchBudget(t, ns)
+	budget.reset()
+	writes := podWrites(t)
+
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	eventually(t, converge, "the rollout to be under way", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
+	})
+	stopOperator(t, "operator-0", "TERM")
+	time.Sleep(time.Second)
+	must(t, startOperator("operator-0"))
+	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	writes = podWrites(t) - writes
+	t.Logf("rollout across a restart: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, budget.max())
+	if writes != 6 {
+		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
+	}
+	if budget.max() > 2 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
+	}
+	for _, p := range podsOf(t, ns, "restarted") {
+		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || restarts(&p, "agent") != 1 {
+			t.Errorf("pod %s: agent %s restarted %d times, want agent:2.0 once", p.Name, containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
 		}
 	}
 }
