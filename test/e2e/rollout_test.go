@@ -274,3 +274,49 @@ func TestRolloutSurvivesOperatorRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecEditMidRollout changes the image again while a rollout is under way: the rollout
+// moves on to the newest spec (pods already patched get it too), never exceeds the budget, and
+// ends with every pod on the newest image, each patched at most once per revision.
+func TestSpecEditMidRollout(t *testing.T) {
+	ns := newNamespace(t, "edit", nil)
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-edit"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "edited"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
+		},
+	}
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	newDeploymentWith(t, ns, "edited", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1000"})
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	budget := watchBudget(t, ns)
+	budget.reset()
+	writes := podWrites(t)
+
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	eventually(t, converge, "the first rollout to be under way", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
+	})
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:3.0" })
+	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	writes = podWrites(t) - writes
+	t.Logf("two rollouts overlapping: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, budget.max())
+	if budget.max() > 2 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
+	}
+	if writes < 6 || writes > 12 {
+		t.Errorf("%.0f pod writes: want one per pod per revision it was moved to (6 to 12)", writes)
+	}
+	for _, p := range podsOf(t, ns, "edited") {
+		if img := containerNamed(p.Spec.Containers, "agent").Image; img != "registry.example/agent:3.0" || restarts(&p, "agent") > 2 {
+			t.Errorf("pod %s: agent %s restarted %d times, want agent:3.0 and at most 2", p.Name, img, restarts(&p, "agent"))
+		}
+	}
+}
