@@ -37,11 +37,13 @@ type rolloutMemory struct {
 	// patch yet; until it does, the Pod counts as updated and unavailable, so the budget is
 	// never spent twice.
 	patched map[string]map[string]string
-	// blocked: set -> pod key -> why the Pod cannot take the set's hash in place.
+	// blocked: set -> pod key -> why the Pod cannot take the set's hash in place. The verdict
+	// holds for that hash and that version of the Pod: when either changes (someone reverts an
+	// edit, a refused resize may now fit) the Pod is looked at again.
 	blocked map[string]map[string]blockedPod
 }
 
-type blockedPod struct{ hash, why string }
+type blockedPod struct{ hash, resourceVersion, why string }
 
 // roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
 // the rollout stands, for the status.
@@ -84,7 +86,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 			}
 		}
 		b, isBlocked := blocked[key]
-		isBlocked = isBlocked && b.hash == c.Hash
+		isBlocked = isBlocked && b.hash == c.Hash && b.resourceVersion == pod.ResourceVersion
 		if !updated {
 			switch {
 			case !s.Injected:
@@ -115,7 +117,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		case err != nil:
 			return nil, err
 		case why != "":
-			blocked[plan[i].Key] = blockedPod{hash: c.Hash, why: why}
+			blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
 			ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
 		case hash != "":
 			patched[plan[i].Key] = hash

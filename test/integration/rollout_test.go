@@ -448,6 +448,15 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 	if got := getPod(t, pods[1]).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
 		t.Errorf("the untouched pod was not updated: %s", got)
 	}
+
+	// Someone reverts the hand edit: the pod is looked at again and updated.
+	reverted := getPod(t, pods[0])
+	reverted.Spec.Containers[1].Image = "registry.example/agent:1.0"
+	must(t, k8s.Update(ctx, reverted))
+	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
+	if got := getPod(t, pods[0]).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
+		t.Errorf("the reverted pod was not updated: %s", got)
+	}
 }
 
 // TestPinnedRevisionForNewPods canaries a new image on one running pod while new pods keep
