@@ -35,6 +35,9 @@ import (
 type Options struct {
 	// Namespace is the namespace the operator runs in; its Pods are never injected.
 	Namespace string
+	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
+	// operator-lib's in-cluster factory when nil.
+	Conditions conditions.Factory
 }
 
 // NewScheme returns a scheme with the core types and the SidecarSet API.
@@ -106,6 +109,9 @@ type Operator struct {
 
 // Setup registers the webhooks, the reconciler and the health checks with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, error) {
+	if opts.Conditions == nil {
+		opts.Conditions = conditions.InClusterFactory{Client: mgr.GetClient()}
+	}
 	store := snapshot.NewStore()
 	informer, err := mgr.GetCache().GetInformer(ctx, &appsv1alpha1.SidecarSet{})
 	if err != nil {
@@ -144,7 +150,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	}
 	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace,
-		Upgrade: controllers.NewUpgradeGate(conditions.InClusterFactory{Client: mgr.GetClient()})}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions)}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}

@@ -30,6 +30,8 @@ var (
 	ctx context.Context
 	// op is the operator running in this process.
 	op *operator.Operator
+	// upgradeable records what the operator tells OLM through its OperatorCondition.
+	upgradeable = &recordedCondition{}
 )
 
 func TestMain(m *testing.M) {
@@ -119,7 +121,7 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 	if err != nil {
 		return nil, err
 	}
-	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace})
+	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Conditions: upgradeable})
 	if err != nil {
 		return nil, err
 	}
