@@ -320,3 +320,61 @@ func TestSpecEditMidRollout(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutSurvivesLeaderChange kills the leading replica in the middle of a rollout: the
+// other takes over after the lease and finishes from the pods' records, with one patch per pod
+// and the budget kept.
+func TestRolloutSurvivesLeaderChange(t *testing.T) {
+	must(t, startOperator("operator-1"))
+	t.Cleanup(func() {
+		if err := run("operator-stop", "operator-1"); err != nil {
+			t.Error(err)
+		}
+	})
+	ns := newNamespace(t, "leader", nil)
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-leader"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "led"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
+		},
+	}
+	must(t, k8s.Create(ctx, set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	newDeploymentWith(t, ns, "led", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1500"})
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	leader, follower := leaderReplica(t)
+	budget := watchBudget(t, ns)
+	budget.reset()
+	writes := podWrites(t)
+
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	eventually(t, converge, "the rollout to be under way", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
+	})
+	stopOperator(t, leader, "KILL")
+	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	writes = podWrites(t) - writes
+	t.Logf("rollout across a leader change (%s killed, %s took over): %.0f pod writes for 6 pods, highest unavailable %d of 2",
+		leader, follower, writes, budget.max())
+	if writes != 6 {
+		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
+	}
+	if budget.max() > 2 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
+	}
+	for _, p := range podsOf(t, ns, "led") {
+		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || restarts(&p, "agent") != 1 {
+			t.Errorf("pod %s: agent %s restarted %d times, want agent:2.0 once", p.Name, containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
+		}
+	}
+	// Leave operator-0 running for the other tests, whichever replica it was.
+	if leader == "operator-0" {
+		must(t, startOperator("operator-0"))
+	}
+}
