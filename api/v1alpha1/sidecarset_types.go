@@ -309,7 +309,7 @@ type SidecarSetStatus struct {
 // the Pods it selects when they are created.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=sidecar;scs,categories=all
+// +kubebuilder:resource:scope=Cluster,shortName=scs
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Matched pods"
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedPods`,description="Matched pods injected with the current hash"

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -123,4 +126,17 @@ func TestConflictsBetweenSidecarSets(t *testing.T) {
 		base.Spec.Containers[0].Image = ""
 		assertInvalidField(t, k8s.Update(ctx, &base), "spec.containers[0].image", "Required")
 	})
+}
+
+// TestCRDNamesCollideWithNothing: the short name is scs (not sidecar, Istio's Sidecar) and the
+// cluster-scoped SidecarSet is in no category (kubectl get all lists namespaced workloads).
+func TestCRDNamesCollideWithNothing(t *testing.T) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	must(t, k8s.Get(ctx, client.ObjectKey{Name: "sidecarsets.apps.sidecarset.io"}, crd))
+	short, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "shortNames")
+	categories, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "categories")
+	if !slices.Equal(short, []string{"scs"}) || len(categories) != 0 {
+		t.Errorf("short names %v, categories %v; want [scs] and none", short, categories)
+	}
 }
