@@ -14,6 +14,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 )
 
 // mustJSON marshals v; the objects here are plain API structs, so a failure is a test bug.
@@ -156,15 +157,7 @@ func (s inputSnapshot) assertUnchanged(t testing.TB, in inject.Input) {
 // compile compiles SidecarSets in the order given, failing the test on error.
 func compile(t testing.TB, sets ...*appsv1alpha1.SidecarSet) []*inject.CompiledSet {
 	t.Helper()
-	out := make([]*inject.CompiledSet, 0, len(sets))
-	for _, s := range sets {
-		c, err := inject.Compile(s)
-		if err != nil {
-			t.Fatalf("compiling SidecarSet %q: %v", s.Name, err)
-		}
-		out = append(out, c)
-	}
-	return out
+	return injecttest.Compile(t, sets...)
 }
 
 // sidecarSet builds a SidecarSet selecting app=web with the given containers.

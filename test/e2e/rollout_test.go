@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // budgetWatch lists a namespace's pods every 50 ms while a test runs and keeps the highest
@@ -41,7 +42,7 @@ func watchBudget(t testing.TB, ns string) *budgetWatch {
 			if err := k8s.List(runCtx, &pods, client.InNamespace(ns)); err == nil {
 				n := 0
 				for i := range pods.Items {
-					if pods.Items[i].DeletionTimestamp == nil && !available(&pods.Items[i]) {
+					if pods.Items[i].DeletionTimestamp == nil && !testutil.PodAvailable(&pods.Items[i]) {
 						n++
 					}
 				}
@@ -66,31 +67,6 @@ func (w *budgetWatch) max() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.highest
-}
-
-func available(pod *corev1.Pod) bool {
-	ready := false
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	if !ready {
-		return false
-	}
-	for _, l := range []struct {
-		spec []corev1.Container
-		st   []corev1.ContainerStatus
-	}{{pod.Spec.Containers, pod.Status.ContainerStatuses}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
-		for _, c := range l.spec {
-			for _, s := range l.st {
-				if s.Name == c.Name && s.Image != c.Image {
-					return false
-				}
-			}
-		}
-	}
-	return true
 }
 
 func editSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
@@ -226,52 +202,79 @@ func TestInPlaceRollout(t *testing.T) {
 	}
 }
 
-// TestRolloutSurvivesOperatorRestart stops the operator in the middle of a rollout and starts
-// it again: the rollout resumes from the pods' records, no pod is updated twice (one image
-// patch per pod, counted by the API server; one restart of the sidecar per pod) and the
-// budget is never exceeded.
-func TestRolloutSurvivesOperatorRestart(t *testing.T) {
-	ns := newNamespace(t, "restart", nil)
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-restart"},
+// interruptedRollout is a RollingUpdate SidecarSet over 6 pods of app (maxUnavailable 2, kwok
+// restarting a sidecar after delayMs), its rollout to agent:2.0 started and under way (2 to 5
+// pods updated) when interrupt runs.
+type interruptedRollout struct {
+	set    *appsv1alpha1.SidecarSet
+	ns     string
+	app    string
+	budget *budgetWatch
+	writes float64
+}
+
+func startInterruptedRollout(t *testing.T, name, app, delayMs string) *interruptedRollout {
+	t.Helper()
+	r := &interruptedRollout{ns: newNamespace(t, name, nil), app: app}
+	r.set = &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name},
 		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "restarted"}},
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
 			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
 				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
 		},
 	}
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
-	newDeploymentWith(t, ns, "restarted", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1500"})
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
-	budget := watchBudget(t, ns)
-	budget.reset()
-	writes := podWrites(t)
+	must(t, k8s.Create(ctx, r.set))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, r.set) })
+	newDeploymentWith(t, r.ns, app, 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": delayMs})
+	waitForCounts(t, r.set, counts{6, 6, 6, 6}, converge)
+	r.budget = watchBudget(t, r.ns)
+	r.budget.reset()
+	r.writes = podWrites(t)
 
-	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	editSet(t, r.set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	eventually(t, converge, "the rollout to be under way", func() (bool, string) {
 		var cur appsv1alpha1.SidecarSet
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(r.set), &cur))
 		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
 	})
+	return r
+}
+
+// finish waits for the rollout to complete and checks the budget held and every pod runs
+// image with at most maxRestarts (exactly, when exact) restarts of the sidecar; it returns
+// the pod writes since the rollout started.
+func (r *interruptedRollout) finish(t *testing.T, image string, maxRestarts int32, exact bool) float64 {
+	t.Helper()
+	waitForRollout(t, r.set, "Complete", "6 of 6 matched pods carry hash")
+	waitForCounts(t, r.set, counts{6, 6, 6, 6}, converge)
+	writes := podWrites(t) - r.writes
+	if r.budget.max() > 2 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", r.budget.max())
+	}
+	for _, p := range podsOf(t, r.ns, r.app) {
+		img, n := containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent")
+		if img != image || n > maxRestarts || (exact && n != maxRestarts) {
+			t.Errorf("pod %s: agent %s restarted %d times, want %s and %d restarts (at most: %v)", p.Name, img, n, image, maxRestarts, !exact)
+		}
+	}
+	return writes
+}
+
+// TestRolloutSurvivesOperatorRestart stops the operator in the middle of a rollout and starts
+// it again: the rollout resumes from the pods' records, no pod is updated twice (one image
+// patch per pod, counted by the API server; one restart of the sidecar per pod) and the
+// budget is never exceeded.
+func TestRolloutSurvivesOperatorRestart(t *testing.T) {
+	r := startInterruptedRollout(t, "restart", "restarted", "1500")
 	stopOperator(t, "operator-0", "TERM")
 	time.Sleep(time.Second)
 	must(t, startOperator("operator-0"))
-	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
-	writes = podWrites(t) - writes
-	t.Logf("rollout across a restart: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, budget.max())
+	writes := r.finish(t, "registry.example/agent:2.0", 1, true)
+	t.Logf("rollout across a restart: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.max())
 	if writes != 6 {
 		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
-	}
-	if budget.max() > 2 {
-		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
-	}
-	for _, p := range podsOf(t, ns, "restarted") {
-		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || restarts(&p, "agent") != 1 {
-			t.Errorf("pod %s: agent %s restarted %d times, want agent:2.0 once", p.Name, containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
-		}
 	}
 }
 
@@ -279,45 +282,12 @@ func TestRolloutSurvivesOperatorRestart(t *testing.T) {
 // moves on to the newest spec (pods already patched get it too), never exceeds the budget, and
 // ends with every pod on the newest image, each patched at most once per revision.
 func TestSpecEditMidRollout(t *testing.T) {
-	ns := newNamespace(t, "edit", nil)
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-edit"},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "edited"}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
-			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
-				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
-		},
-	}
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
-	newDeploymentWith(t, ns, "edited", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1000"})
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
-	budget := watchBudget(t, ns)
-	budget.reset()
-	writes := podWrites(t)
-
-	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
-	eventually(t, converge, "the first rollout to be under way", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
-		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
-	})
-	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:3.0" })
-	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
-	writes = podWrites(t) - writes
-	t.Logf("two rollouts overlapping: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, budget.max())
-	if budget.max() > 2 {
-		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
-	}
+	r := startInterruptedRollout(t, "edit", "edited", "1000")
+	editSet(t, r.set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:3.0" })
+	writes := r.finish(t, "registry.example/agent:3.0", 2, false)
+	t.Logf("two rollouts overlapping: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.max())
 	if writes < 6 || writes > 12 {
 		t.Errorf("%.0f pod writes: want one per pod per revision it was moved to (6 to 12)", writes)
-	}
-	for _, p := range podsOf(t, ns, "edited") {
-		if img := containerNamed(p.Spec.Containers, "agent").Image; img != "registry.example/agent:3.0" || restarts(&p, "agent") > 2 {
-			t.Errorf("pod %s: agent %s restarted %d times, want agent:3.0 and at most 2", p.Name, img, restarts(&p, "agent"))
-		}
 	}
 }
 
@@ -331,47 +301,14 @@ func TestRolloutSurvivesLeaderChange(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ns := newNamespace(t, "leader", nil)
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-leader"},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "led"}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
-			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
-				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
-		},
-	}
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
-	newDeploymentWith(t, ns, "led", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "1500"})
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
 	leader, follower := leaderReplica(t)
-	budget := watchBudget(t, ns)
-	budget.reset()
-	writes := podWrites(t)
-
-	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
-	eventually(t, converge, "the rollout to be under way", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
-		return cur.Status.UpdatedPods >= 2 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
-	})
+	r := startInterruptedRollout(t, "leader", "led", "1500")
 	stopOperator(t, leader, "KILL")
-	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
-	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
-	writes = podWrites(t) - writes
+	writes := r.finish(t, "registry.example/agent:2.0", 1, true)
 	t.Logf("rollout across a leader change (%s killed, %s took over): %.0f pod writes for 6 pods, highest unavailable %d of 2",
-		leader, follower, writes, budget.max())
+		leader, follower, writes, r.budget.max())
 	if writes != 6 {
 		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
-	}
-	if budget.max() > 2 {
-		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", budget.max())
-	}
-	for _, p := range podsOf(t, ns, "led") {
-		if containerNamed(p.Spec.Containers, "agent").Image != "registry.example/agent:2.0" || restarts(&p, "agent") != 1 {
-			t.Errorf("pod %s: agent %s restarted %d times, want agent:2.0 once", p.Name, containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent"))
-		}
 	}
 	// Leave operator-0 running for the other tests, whichever replica it was.
 	if leader == "operator-0" {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // fakeKubelet plays the kubelet for the pods of one namespace (envtest has none): it reports
@@ -59,6 +60,13 @@ func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet
 	return k
 }
 
+// reset forgets the highest count seen so far.
+func (k *fakeKubelet) reset() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.maxUnavailable = 0
+}
+
 func (k *fakeKubelet) highest() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -75,7 +83,7 @@ func (k *fakeKubelet) scan(ctx context.Context) {
 	unavailable := 0
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if !podAvailable(pod) {
+		if !testutil.PodAvailable(pod) {
 			unavailable++
 		}
 		if pod.DeletionTimestamp != nil {
@@ -137,37 +145,8 @@ func (k *fakeKubelet) statusOf(pod *corev1.Pod) corev1.PodStatus {
 }
 
 func equalStatuses(a, b corev1.PodStatus) bool {
-	return fmt.Sprint(a.ContainerStatuses, a.InitContainerStatuses, a.Phase, readyOf(a)) ==
-		fmt.Sprint(b.ContainerStatuses, b.InitContainerStatuses, b.Phase, readyOf(b))
-}
-
-func readyOf(st corev1.PodStatus) corev1.ConditionStatus {
-	for _, c := range st.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-// podAvailable: Ready, and every container reported running its spec image.
-func podAvailable(pod *corev1.Pod) bool {
-	if readyOf(pod.Status) != corev1.ConditionTrue {
-		return false
-	}
-	for _, l := range []struct {
-		spec []corev1.Container
-		st   []corev1.ContainerStatus
-	}{{pod.Spec.Containers, pod.Status.ContainerStatuses}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
-		for _, c := range l.spec {
-			for _, s := range l.st {
-				if s.Name == c.Name && s.Image != c.Image {
-					return false
-				}
-			}
-		}
-	}
-	return true
+	return fmt.Sprint(a.ContainerStatuses, a.InitContainerStatuses, a.Phase, testutil.ReadyStatus(a)) ==
+		fmt.Sprint(b.ContainerStatuses, b.InitContainerStatuses, b.Phase, testutil.ReadyStatus(b))
 }
 
 // rollingSet is a set with a regular and a native sidecar, updated in place one pod at a time.
@@ -245,9 +224,7 @@ func TestRollingUpdateInPlace(t *testing.T) {
 	for _, p := range pods {
 		before[p.Name] = getPod(t, p)
 	}
-	kubelet.mu.Lock()
-	kubelet.maxUnavailable = 0
-	kubelet.mu.Unlock()
+	kubelet.reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
@@ -328,9 +305,7 @@ func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
 	set := createSet(t, rollingSet("broken", "broken"))
 	pods := rolloutPods(t, ns, "broken", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3})
-	kubelet.mu.Lock()
-	kubelet.maxUnavailable = 0
-	kubelet.mu.Unlock()
+	kubelet.reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
 	rollingCondition(t, set, "Progressing", "1 of 3 matched pods carry hash", "1 unavailable of at most 1")

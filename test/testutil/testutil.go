@@ -1,4 +1,5 @@
-// Package testutil holds the polling helper the integration and end-to-end tests share.
+// Package testutil holds the helpers the integration and end-to-end tests share: polling, and
+// how a rolling update sees a pod.
 package testutil
 
 import (

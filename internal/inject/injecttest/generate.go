@@ -91,14 +91,14 @@ func Generate(t testing.TB, shape []byte, text string) inject.Input {
 			ns[k] = v
 		}
 	}
-	return inject.Input{Pod: pod, Sets: compile(t, sets...), NamespaceLabels: ns}
+	return inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: ns}
 }
 
 // preInjected is pod as an earlier Apply with sets left it, or pod itself when that Apply
 // refused.
 func (g *fuzzGen) preInjected(t testing.TB, pod *corev1.Pod, sets []*appsv1alpha1.SidecarSet, nsLabels map[string]string) *corev1.Pod {
 	t.Helper()
-	res, err := inject.Apply(inject.Input{Pod: pod, Sets: compile(t, sets...), NamespaceLabels: nsLabels})
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: nsLabels})
 	if err != nil {
 		if refused := (*inject.RefusedError)(nil); !errors.As(err, &refused) {
 			t.Fatalf("Apply failed with %T (%v), want only *inject.RefusedError", err, err)
@@ -312,14 +312,14 @@ func ValidInput(in inject.Input) bool {
 	return true
 }
 
-// compile compiles the generated SidecarSets; they are well-formed by construction.
-func compile(t testing.TB, sets ...*appsv1alpha1.SidecarSet) []*inject.CompiledSet {
+// Compile compiles SidecarSets in the order given, failing the test on error.
+func Compile(t testing.TB, sets ...*appsv1alpha1.SidecarSet) []*inject.CompiledSet {
 	t.Helper()
 	out := make([]*inject.CompiledSet, 0, len(sets))
 	for _, s := range sets {
 		c, err := inject.Compile(s)
 		if err != nil {
-			t.Fatalf("compiling generated SidecarSet %q: %v", s.Name, err)
+			t.Fatalf("compiling SidecarSet %q: %v", s.Name, err)
 		}
 		out = append(out, c)
 	}

@@ -38,14 +38,7 @@ type Case struct {
 // returns new compiled sets sharing the case's objects, which nothing may modify.
 func (c Case) Input(t testing.TB) inject.Input {
 	t.Helper()
-	in := inject.Input{Pod: c.Pod}
-	for _, s := range c.Sets {
-		compiled, err := inject.Compile(s)
-		if err != nil {
-			t.Fatalf("case %s: %v", c.Name, err)
-		}
-		in.Sets = append(in.Sets, compiled)
-	}
+	in := inject.Input{Pod: c.Pod, Sets: Compile(t, c.Sets...)}
 	if c.Namespace != nil {
 		in.NamespaceLabels = c.Namespace.Labels
 	}
