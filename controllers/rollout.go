@@ -46,16 +46,16 @@ type rolloutMemory struct {
 type blockedPod struct{ hash, resourceVersion, why string }
 
 // roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
-// the rollout stands, for the status.
+// the rollout stands and the status counts, which it takes while it classifies the Pods.
 func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
-	namespaceLabels func(string) map[string]string) (*status.Rollout, error) {
+	namespaceLabels func(string) map[string]string) (*status.Rollout, status.Counts, error) {
 	set := c.Set
 	strategy := set.Spec.UpdateStrategy
 	canary := labels.Everything()
 	if strategy.Selector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(strategy.Selector)
 		if err != nil {
-			return nil, fmt.Errorf("spec.updateStrategy.selector: %w", err)
+			return nil, status.Counts{}, fmt.Errorf("spec.updateStrategy.selector: %w", err)
 		}
 		canary = sel
 	}
@@ -68,10 +68,14 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		plan    []rollout.Pod
 		targets []*corev1.Pod
 		ro      status.Rollout
+		counts  status.Counts
 	)
 	seen := map[string]bool{}
 	for _, pod := range pods {
 		s, selected := status.Classify(c, pod, namespaceLabels, r.Scope)
+		if selected {
+			counts.Add(s)
+		}
 		if !selected || s.Excluded {
 			continue
 		}
@@ -105,7 +109,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 
 	p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
 	if err != nil {
-		return nil, err
+		return nil, counts, err
 	}
 	ro.Plan = p
 	var stale bool
@@ -115,7 +119,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		case errors.Is(err, errStale):
 			stale = true
 		case err != nil:
-			return nil, err
+			return nil, counts, err
 		case why != "":
 			blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
 			ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
@@ -125,9 +129,9 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	}
 	slices.Sort(ro.Blocked)
 	if stale {
-		return &ro, errStale
+		return &ro, counts, errStale
 	}
-	return &ro, nil
+	return &ro, counts, nil
 }
 
 // updatePod reads the Pod afresh (the cache holds no spec) and patches the set's new images

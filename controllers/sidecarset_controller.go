@@ -115,10 +115,13 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	// The Store may not have seen this very version of the set yet; when its verdict changes
 	// it says so (Subscribe), and the set is reconciled again.
 	conflicts := r.Sets.Load().Conflicts[set.Name]
-	counts := status.Count(compiled, pods, namespaceLabels, r.Scope)
-	var ro *status.Rollout
+	var (
+		ro     *status.Rollout
+		counts status.Counts
+	)
 	if rollingUpdate(set) {
-		ro, err = r.roll(ctx, compiled, pods, namespaceLabels)
+		// The rollout classifies every pod anyway; it counts them in the same pass.
+		ro, counts, err = r.roll(ctx, compiled, pods, namespaceLabels)
 		if err != nil && !errors.Is(err, errStale) {
 			return appsv1alpha1.SidecarSetStatus{}, err
 		}
@@ -128,6 +131,7 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 			return appsv1alpha1.SidecarSetStatus{}, noteErr
 		}
 	} else {
+		counts = status.Count(compiled, pods, namespaceLabels, r.Scope)
 		r.memory.drop(set.Name)
 		if noteErr := r.Upgrade.Note(ctx, set.Name, false, ""); noteErr != nil {
 			return appsv1alpha1.SidecarSetStatus{}, noteErr

@@ -43,7 +43,7 @@ func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(str
 	for _, pod := range pods {
 		s, selected := Classify(set, pod, namespaceLabels, scope)
 		if selected {
-			c.add(s)
+			c.Add(s)
 		}
 	}
 	return c
@@ -62,7 +62,8 @@ type PodState struct {
 // the new images.
 func (s PodState) Available() bool { return s.Ready && (!s.Updated || s.Running) }
 
-func (c *Counts) add(s PodState) {
+// Add counts one selected Pod (see Classify).
+func (c *Counts) Add(s PodState) {
 	if s.Excluded {
 		c.Excluded++
 		return
