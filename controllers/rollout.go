@@ -107,26 +107,42 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	forget(blocked, seen)
 	slices.Sort(ro.Blocked)
 
-	p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
-	if err != nil {
-		return nil, counts, err
-	}
-	ro.Plan = p
-	var stale bool
-	for _, i := range p.Update {
-		hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels)
-		switch {
-		case errors.Is(err, errStale):
-			stale = true
-		case err != nil:
+	// Plan, update, and plan again while planned pods turn out not updatable: the budget they
+	// would have used is free, and the condition must not report updates that did not happen.
+	var (
+		stale   bool
+		started []int
+	)
+	for {
+		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
+		if err != nil {
 			return nil, counts, err
-		case why != "":
-			blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
-			ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
-		case hash != "":
-			patched[plan[i].Key] = hash
+		}
+		ro.Plan = p
+		replan := false
+		for _, i := range p.Update {
+			hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels)
+			switch {
+			case errors.Is(err, errStale):
+				stale = true
+				plan[i].Eligible = false // tried again on the requeue
+			case err != nil:
+				return nil, counts, err
+			case why != "":
+				blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
+				ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
+				plan[i].Eligible, replan = false, true
+			case hash != "":
+				patched[plan[i].Key] = hash
+				plan[i].Updated, plan[i].Available = true, false
+				started = append(started, i)
+			}
+		}
+		if !replan {
+			break
 		}
 	}
+	ro.Plan.Update = started // what this pass started, across the plans
 	slices.Sort(ro.Blocked)
 	if stale {
 		return &ro, counts, errStale
