@@ -61,8 +61,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	}
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
 
-	r.memory.mu.Lock()
-	defer r.memory.mu.Unlock()
+	// The maps of one set are only used by its own reconcile, which never runs twice at once.
 	patched, blocked := r.memory.forSet(set.Name)
 	var (
 		plan    []rollout.Pod
@@ -278,6 +277,8 @@ func (r *SidecarSetReconciler) event(obj client.Object, kind, reason, action, fo
 }
 
 func (m *rolloutMemory) forSet(set string) (map[string]string, map[string]blockedPod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.patched == nil {
 		m.patched, m.blocked = map[string]map[string]string{}, map[string]map[string]blockedPod{}
 	}

@@ -7,17 +7,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -26,6 +23,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
+	"github.com/sidecarset/sidecarset-operator/internal/tally"
 )
 
 // SidecarSetReconciler keeps SidecarSet status exact. It is driven only by watches: SidecarSet
@@ -50,8 +48,15 @@ type SidecarSetReconciler struct {
 	Namespace string
 	// Upgrade gates operator upgrades on rollouts in progress (OLM); nil: no gate.
 	Upgrade *UpgradeGate
+	// Workers is how many SidecarSets are reconciled at once (one set is never reconciled
+	// twice at once); 4 when zero.
+	Workers int
 
 	memory rolloutMemory
+	// tally keeps every set's counts current from Pod and Namespace events.
+	tally *tally.Tally
+	// written is the status each set was last patched to, to tell our own writes apart.
+	written statusWrites
 }
 
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
@@ -67,6 +72,8 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.memory.drop(req.Name)
+			r.tally.Forget(req.Name)
+			r.written.forget(req.Name)
 			if err := r.Upgrade.Note(ctx, req.Name, false, ""); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -84,7 +91,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if stale {
 		result.RequeueAfter = time.Second
 	}
-	if equality.Semantic.DeepEqual(want, set.Status) {
+	if !r.written.needed(&set, &set.Status, &want) {
 		return result, nil
 	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
@@ -96,6 +103,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
 	}
+	r.written.note(updated)
 	return result, nil
 }
 
@@ -106,11 +114,8 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	now := metav1.NewTime(r.now())
 	compiled, err := inject.Compile(set)
 	if err != nil {
+		r.tally.Forget(set.Name)
 		return status.Invalid(set, err, now), nil
-	}
-	pods, namespaceLabels, err := r.gather(ctx)
-	if err != nil {
-		return appsv1alpha1.SidecarSetStatus{}, err
 	}
 	// The Store may not have seen this very version of the set yet; when its verdict changes
 	// it says so (Subscribe), and the set is reconciled again.
@@ -120,7 +125,8 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 		counts status.Counts
 	)
 	if rollingUpdate(set) {
-		// The rollout classifies every pod anyway; it counts them in the same pass.
+		// The rollout classifies the set's pods anyway; it counts them in the same pass.
+		pods, namespaceLabels := r.tally.Selected(compiled)
 		ro, counts, err = r.roll(ctx, compiled, pods, namespaceLabels)
 		if err != nil && !errors.Is(err, errStale) {
 			return appsv1alpha1.SidecarSetStatus{}, err
@@ -131,7 +137,7 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 			return appsv1alpha1.SidecarSetStatus{}, noteErr
 		}
 	} else {
-		counts = status.Count(compiled, pods, namespaceLabels, r.Scope)
+		counts = r.tally.Sync(compiled)
 		r.memory.drop(set.Name)
 		if noteErr := r.Upgrade.Note(ctx, set.Name, false, ""); noteErr != nil {
 			return appsv1alpha1.SidecarSetStatus{}, noteErr
@@ -146,29 +152,6 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	return st, err
 }
 
-// gather reads the opted-in Pods and the namespace labels (without copying them: they are
-// only read). Namespace labels are needed for every set: they say whether the webhook serves
-// the namespace at all.
-func (r *SidecarSetReconciler) gather(ctx context.Context) ([]*corev1.Pod, func(string) map[string]string, error) {
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
-	}
-	out := make([]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		out[i] = &pods.Items[i]
-	}
-	var nss corev1.NamespaceList
-	if err := r.Client.List(ctx, &nss, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	labels := make(map[string]map[string]string, len(nss.Items))
-	for i := range nss.Items {
-		labels[nss.Items[i].Name] = nss.Items[i].Labels
-	}
-	return out, func(ns string) map[string]string { return labels[ns] }, nil
-}
-
 func (r *SidecarSetReconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -178,68 +161,27 @@ func (r *SidecarSetReconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.tally = tally.New(r.Scope)
+	workers := r.Workers
+	if workers == 0 {
+		workers = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").
-		// Every SidecarSet event, its own status writes included: a write that the cache had not
-		// yet seen when status was last compared is then checked again.
-		For(&appsv1alpha1.SidecarSet{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.setsForPod)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.setsForNamespace),
-			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		// Spec changes and others' status writes; our own status writes are recognised and
+		// cause no reconcile (see statusWrites).
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.written.notOurs})).
+		// Pod and Namespace events go through the tally; only the sets whose counts they change
+		// (and sets rolling through the pod) are reconciled.
+		Watches(&corev1.Pod{}, r.podEvents()).
+		Watches(&corev1.Namespace{}, r.namespaceEvents()).
 		// A set's conflicts change when another set changes: the Store names both sides.
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.Sets.Subscribe(func(names []string) {
-				for _, req := range requests(names) {
-					q.Add(req)
-				}
+				enqueue(q, names)
 			})
 			return nil
 		})).
 		Complete(r)
-}
-
-// setsForPod maps a Pod (old or new state: the builder calls it for both on updates) to the
-// SidecarSets it matches or was injected by.
-func (r *SidecarSetReconciler) setsForPod(ctx context.Context, obj client.Object) []reconcile.Request {
-	names := sets.New[string]()
-	if recs, err := inject.ParseRecords(obj.GetAnnotations()); err == nil {
-		names.Insert(recs.Names()...)
-	}
-	if inject.OptedIn(obj.GetLabels()) {
-		candidates := inject.Candidates(r.Sets.Load().Valid, obj.GetLabels())
-		var nsLabels map[string]string
-		known := true
-		if inject.NeedNamespace(candidates) {
-			var ns corev1.Namespace
-			err := r.Client.Get(ctx, types.NamespacedName{Name: obj.GetNamespace()}, &ns)
-			nsLabels, known = ns.Labels, err == nil
-		}
-		for _, c := range candidates {
-			// Without the namespace's labels, enqueue every candidate: a spare reconcile is
-			// cheap, a missed one leaves status wrong.
-			if !known || c.SelectsNamespace(nsLabels) {
-				names.Insert(c.Name())
-			}
-		}
-	}
-	return requests(sets.List(names))
-}
-
-// setsForNamespace maps a Namespace label change to every SidecarSet: a namespace selector may
-// now match or not, and the opt-out label makes the namespace's pods excluded or reachable
-// again for any set. Namespace labels change rarely; a spare reconcile only recounts.
-func (r *SidecarSetReconciler) setsForNamespace(context.Context, client.Object) []reconcile.Request {
-	var names []string
-	for _, c := range r.Sets.Load().Valid {
-		names = append(names, c.Name())
-	}
-	return requests(names)
-}
-
-func requests(names []string) []reconcile.Request {
-	out := make([]reconcile.Request, len(names))
-	for i, n := range names {
-		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: n}}
-	}
-	return out
 }

@@ -63,23 +63,28 @@ type PodState struct {
 func (s PodState) Available() bool { return s.Ready && (!s.Updated || s.Running) }
 
 // Add counts one selected Pod (see Classify).
-func (c *Counts) Add(s PodState) {
+func (c *Counts) Add(s PodState) { c.add(s, 1) }
+
+// Remove takes back what Add counted for the same state.
+func (c *Counts) Remove(s PodState) { c.add(s, -1) }
+
+func (c *Counts) add(s PodState, d int32) {
 	if s.Excluded {
-		c.Excluded++
+		c.Excluded += d
 		return
 	}
-	c.Matched++
+	c.Matched += d
 	if s.Updated {
-		c.Updated++
+		c.Updated += d
 	}
 	if s.Injected && s.Ready {
-		c.Ready++
+		c.Ready += d
 	}
 	if s.Updated && s.Ready && s.Running {
-		c.UpdatedReady++
+		c.UpdatedReady += d
 	}
 	if !s.Available() {
-		c.Unavailable++
+		c.Unavailable += d
 	}
 }
 

@@ -1,0 +1,52 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// TestStatusWrites: the watch event of our own status write is dropped, every other update
+// passes; a status equal to the cache's is still written when the cache predates our last
+// write and that write said something else.
+func TestStatusWrites(t *testing.T) {
+	set := func(rv string, matched int32) *appsv1alpha1.SidecarSet {
+		return &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", ResourceVersion: rv},
+			Status: appsv1alpha1.SidecarSetStatus{MatchedPods: matched}}
+	}
+	update := func(rv string) event.UpdateEvent { return event.UpdateEvent{ObjectOld: set("1", 0), ObjectNew: set(rv, 0)} }
+	var w statusWrites
+	if !w.notOurs(update("5")) {
+		t.Fatal("an update before any write of ours was dropped")
+	}
+	if !w.needed(set("4", 1), &set("4", 1).Status, &set("", 2).Status) {
+		t.Fatal("a changed status was not written")
+	}
+	if w.needed(set("4", 1), &set("4", 1).Status, &set("", 1).Status) {
+		t.Fatal("an unchanged status was written with no write of ours pending")
+	}
+	w.note(set("5", 2))
+	if w.notOurs(update("5")) {
+		t.Error("the event of our own write passed")
+	}
+	if !w.notOurs(update("6")) {
+		t.Error("a later update (someone else's) was dropped")
+	}
+	// The cache still shows resourceVersion 4 with 1 matched; we wrote 2 at resourceVersion 5.
+	if !w.needed(set("4", 1), &set("4", 1).Status, &set("", 1).Status) {
+		t.Error("status back at the cached value was not written while the API server holds our newer write")
+	}
+	if w.needed(set("4", 1), &set("4", 1).Status, &set("", 2).Status) == false {
+		t.Error("status differing from the cache was not written")
+	}
+	if w.needed(set("5", 2), &set("5", 2).Status, &set("", 2).Status) {
+		t.Error("the cache shows our write and nothing changed, yet a write was asked for")
+	}
+	w.forget("agent")
+	if !w.notOurs(update("5")) {
+		t.Error("after forget, the event was still taken for ours")
+	}
+}

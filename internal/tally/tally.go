@@ -1,0 +1,247 @@
+package tally
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
+)
+
+// Tally keeps every SidecarSet's status counts current from Pod and Namespace events, so that a
+// reconcile reads a set's counts instead of listing and classifying every Pod. Each Pod event
+// costs one classification per known SidecarSet, whatever the number of Pods; a set is counted
+// from scratch only when its spec changes (a new generation). It is safe for concurrent use.
+type Tally struct {
+	mu    sync.Mutex
+	scope status.Scope
+	// pods: namespace -> name -> entry, as the events last showed them.
+	pods map[string]map[string]*entry
+	// namespaces: name -> labels; a namespace not seen yet reads as unlabelled until its event
+	// comes and its Pods are classified again.
+	namespaces map[string]map[string]string
+	sets       map[string]*setTally
+}
+
+// entry is one Pod and how it stands with each set that selects it.
+type entry struct {
+	pod *corev1.Pod
+	in  map[string]status.PodState // set name -> state (Pod field unset)
+}
+
+// setTally is one set's counts against the compiled spec they were taken with, and the Pods it
+// selects.
+type setTally struct {
+	compiled *inject.CompiledSet
+	version  version
+	counts   status.Counts
+	selected map[*entry]struct{}
+}
+
+// version identifies a compiled spec: counts taken against one stay valid until it changes.
+type version struct {
+	uid        types.UID
+	generation int64
+	hash       string
+}
+
+func versionOf(c *inject.CompiledSet) version {
+	return version{uid: c.Set.UID, generation: c.Set.Generation, hash: c.Hash}
+}
+
+// New returns an empty Tally for the webhook's scope.
+func New(scope status.Scope) *Tally {
+	return &Tally{scope: scope, pods: map[string]map[string]*entry{},
+		namespaces: map[string]map[string]string{}, sets: map[string]*setTally{}}
+}
+
+// UpsertPod records a Pod's new state (created or updated) and returns the sets to reconcile:
+// those whose counts changed and those that follow every Pod they select (see Follows).
+// The Pod is kept, not copied: it must not be modified afterwards (cache objects are not).
+func (t *Tally) UpsertPod(pod *corev1.Pod) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byName := t.pods[pod.Namespace]
+	if byName == nil {
+		byName = map[string]*entry{}
+		t.pods[pod.Namespace] = byName
+	}
+	e := byName[pod.Name]
+	if e == nil {
+		e = &entry{}
+		byName[pod.Name] = e
+	}
+	e.pod = pod
+	return t.classify(e, nil)
+}
+
+// DeletePod forgets a Pod and returns the sets whose counts changed.
+func (t *Tally) DeletePod(namespace, name string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.pods[namespace][name]
+	if e == nil {
+		return nil
+	}
+	var changed []string
+	for set, s := range e.in {
+		if st := t.sets[set]; st != nil {
+			st.counts.Remove(s)
+			delete(st.selected, e)
+			changed = append(changed, set)
+		}
+	}
+	delete(t.pods[namespace], name)
+	if len(t.pods[namespace]) == 0 {
+		delete(t.pods, namespace)
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// UpsertNamespace records a Namespace's labels; when they changed, its Pods are classified
+// again. It returns the sets whose counts changed.
+func (t *Tally) UpsertNamespace(ns *corev1.Namespace) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, known := t.namespaces[ns.Name]
+	if known && maps.Equal(old, ns.Labels) {
+		return nil
+	}
+	t.namespaces[ns.Name] = ns.Labels
+	return t.classifyNamespace(ns.Name)
+}
+
+// DeleteNamespace forgets a Namespace's labels (its Pods go with their own events).
+func (t *Tally) DeleteNamespace(name string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, known := t.namespaces[name]; !known {
+		return nil
+	}
+	delete(t.namespaces, name)
+	return t.classifyNamespace(name)
+}
+
+func (t *Tally) classifyNamespace(name string) []string {
+	changed := map[string]struct{}{}
+	for _, e := range t.pods[name] {
+		for _, set := range t.classify(e, changed) {
+			changed[set] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(changed))
+}
+
+// classify compares a Pod with every known set and moves the counts by the difference. It
+// returns the sets to reconcile that are not in skip.
+func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
+	var out []string
+	for name, st := range t.sets {
+		s, selected := status.Classify(st.compiled, e.pod, t.namespaceLabels, t.scope)
+		s.Pod = nil
+		old, was := e.in[name]
+		changed := was != selected || old != s
+		if changed {
+			if was {
+				st.counts.Remove(old)
+				delete(e.in, name)
+				delete(st.selected, e)
+			}
+			if selected {
+				st.counts.Add(s)
+				if e.in == nil {
+					e.in = map[string]status.PodState{}
+				}
+				e.in[name] = s
+				st.selected[e] = struct{}{}
+			}
+		}
+		if _, done := skip[name]; !done && (changed || (selected || was) && follows(st)) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (t *Tally) namespaceLabels(name string) map[string]string { return t.namespaces[name] }
+
+// follows reports whether a set is reconciled on every event of a Pod it selects, not only on
+// count changes: a rolling update in progress (a Pod whose edit was reverted, or whose
+// refused resize may now fit, is looked at again).
+func follows(st *setTally) bool {
+	return st.compiled.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate && st.counts.Updated < st.counts.Matched
+}
+
+// Sync makes the set's counts follow the compiled spec and returns them. A set seen for the
+// first time, or whose spec changed, is counted over every Pod the Tally holds.
+func (t *Tally) Sync(c *inject.CompiledSet) status.Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sync(c).counts
+}
+
+func (t *Tally) sync(c *inject.CompiledSet) *setTally {
+	name, v := c.Name(), versionOf(c)
+	st := t.sets[name]
+	if st != nil && st.version == v {
+		return st
+	}
+	if st != nil {
+		for e := range st.selected {
+			delete(e.in, name)
+		}
+	}
+	st = &setTally{compiled: c, version: v, selected: map[*entry]struct{}{}}
+	t.sets[name] = st
+	for _, byName := range t.pods {
+		for _, e := range byName {
+			s, selected := status.Classify(c, e.pod, t.namespaceLabels, t.scope)
+			if !selected {
+				continue
+			}
+			s.Pod = nil
+			st.counts.Add(s)
+			if e.in == nil {
+				e.in = map[string]status.PodState{}
+			}
+			e.in[name] = s
+			st.selected[e] = struct{}{}
+		}
+	}
+	return st
+}
+
+// Selected syncs the set like Sync and returns the Pods it selects (in no particular order) with the labels of their namespaces: what a rollout plans over.
+func (t *Tally) Selected(c *inject.CompiledSet) ([]*corev1.Pod, func(string) map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.sync(c)
+	pods := make([]*corev1.Pod, 0, len(st.selected))
+	labels := map[string]map[string]string{}
+	for e := range st.selected {
+		pods = append(pods, e.pod)
+		labels[e.pod.Namespace] = t.namespaces[e.pod.Namespace]
+	}
+	return pods, func(ns string) map[string]string { return labels[ns] }
+}
+
+// Forget drops a deleted set.
+func (t *Tally) Forget(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.sets[name]
+	if st == nil {
+		return
+	}
+	for e := range st.selected {
+		delete(e.in, name)
+	}
+	delete(t.sets, name)
+}
