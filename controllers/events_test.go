@@ -17,7 +17,9 @@ func TestStatusWrites(t *testing.T) {
 		return &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", ResourceVersion: rv},
 			Status: appsv1alpha1.SidecarSetStatus{MatchedPods: matched}}
 	}
-	update := func(rv string) event.UpdateEvent { return event.UpdateEvent{ObjectOld: set("1", 0), ObjectNew: set(rv, 0)} }
+	update := func(rv string) event.UpdateEvent {
+		return event.UpdateEvent{ObjectOld: set("1", 0), ObjectNew: set(rv, 0)}
+	}
 	var w statusWrites
 	if !w.notOurs(update("5")) {
 		t.Fatal("an update before any write of ours was dropped")

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
@@ -181,7 +180,9 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 			return ns.Labels, nil
 		},
 	}
-	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath, &webhook.Admission{Handler: injector, RecoverPanic: ptr.To(true)})
+	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.
+	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath,
+		ourwebhook.NewReview(injector))
 	err = ctrl.NewWebhookManagedBy(mgr, &appsv1alpha1.SidecarSet{}).
 		WithValidator(&ourwebhook.SidecarSetValidator{Reader: reader}).
 		Complete()

@@ -1,0 +1,209 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionv1beta1 "k8s.io/api/admission/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/diff"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// recorder is an admission.Handler that keeps the request it was given.
+type recorder struct {
+	got  *admission.Request
+	next admission.Handler
+}
+
+func (r *recorder) Handle(ctx context.Context, req admission.Request) admission.Response {
+	r.got = &req
+	if r.next != nil {
+		return r.next.Handle(ctx, req)
+	}
+	return admission.Allowed("")
+}
+
+// throughBoth serves body through controller-runtime's Webhook and through Review, each
+// around a recorder in front of next, and returns both responses and requests seen.
+func throughBoth(body []byte, next admission.Handler) (crResp, ourResp *httptest.ResponseRecorder, crReq, ourReq *admission.Request) {
+	post := func(h http.Handler) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, PodInjectorPath, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	cr, ours := &recorder{next: next}, &recorder{next: next}
+	crResp = post(&admission.Webhook{Handler: cr})
+	ourResp = post(NewReview(ours))
+	return crResp, ourResp, cr.got, ours.got
+}
+
+// reviewVariants are AdmissionReviews as API servers of several versions and encoders could
+// send them: v1 and v1beta1, indented, keys in another order, an old object, a null object,
+// escapes in the object's strings.
+func reviewVariants(t *testing.T) map[string][]byte {
+	t.Helper()
+	body := reviewBody(t)
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, body, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(body, &generic); err != nil {
+		t.Fatal(err)
+	}
+	request := generic["request"].(map[string]any)
+	withOld := clone(t, generic)
+	withOld["request"].(map[string]any)["oldObject"] = request["object"]
+	withOld["request"].(map[string]any)["operation"] = "UPDATE"
+	nullObject := clone(t, generic)
+	nullObject["request"].(map[string]any)["object"] = nil
+	escapes := clone(t, generic)
+	escapes["request"].(map[string]any)["object"].(map[string]any)["metadata"].(map[string]any)["annotations"] =
+		map[string]any{"note": "a \"quoted\" {brace} [bracket] \\ and \u00e9 \u2028", "other": "}"}
+	reordered := []byte(`{"request":` + string(mustJSON(t, request)) + `,"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`)
+	return map[string][]byte{
+		"v1":          body,
+		"v1beta1":     bytes.Replace(body, []byte(`"apiVersion":"admission.k8s.io/v1"`), []byte(`"apiVersion":"admission.k8s.io/v1beta1"`), 1),
+		"indented":    indented.Bytes(),
+		"reordered":   reordered,
+		"old object":  mustJSON(t, withOld),
+		"null object": mustJSON(t, nullObject),
+		"escapes":     mustJSON(t, escapes),
+	}
+}
+
+func clone(t *testing.T, v map[string]any) map[string]any {
+	var out map[string]any
+	if err := json.Unmarshal(mustJSON(t, v), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReviewMatchesControllerRuntime: for every shape of review, Review hands the injector
+// the same request controller-runtime's Webhook does and answers with the same bytes.
+func TestReviewMatchesControllerRuntime(t *testing.T) {
+	for name, body := range reviewVariants(t) {
+		t.Run(name, func(t *testing.T) {
+			crResp, ourResp, crReq, ourReq := throughBoth(body, benchInjector(3, false))
+			if crReq == nil || ourReq == nil {
+				t.Fatalf("handler not reached: controller-runtime %v (%s), ours %v (%s)", crReq != nil, crResp.Body, ourReq != nil, ourResp.Body)
+			}
+			if !equality.Semantic.DeepEqual(crReq, ourReq) {
+				t.Errorf("requests differ (-controller-runtime +ours):\n%s", diff.Diff(crReq, ourReq))
+			}
+			if crResp.Code != ourResp.Code || !bytes.Equal(bytes.TrimSpace(crResp.Body.Bytes()), ourResp.Body.Bytes()) {
+				t.Errorf("responses differ:\ncontroller-runtime %d %s\nours               %d %s", crResp.Code, crResp.Body, ourResp.Code, ourResp.Body)
+			}
+			if name == "v1" && !strings.Contains(ourResp.Body.String(), `"patch":`) {
+				t.Errorf("no patch for the realistic pod: %s", ourResp.Body)
+			}
+		})
+	}
+}
+
+// TestReviewBadInput: what the fast path does not take is answered as controller-runtime
+// answers it.
+func TestReviewBadInput(t *testing.T) {
+	body := reviewBody(t)
+	for name, bad := range map[string][]byte{
+		"empty":           {},
+		"not JSON":        []byte("hello"),
+		"truncated":       body[:len(body)/2],
+		"trailing data":   append(append([]byte{}, body...), " {}"...),
+		"wrong kind":      bytes.Replace(body, []byte(`"kind":"AdmissionReview"`), []byte(`"kind":"Pod"`), 1),
+		"unknown version": bytes.Replace(body, []byte(`admission.k8s.io/v1"`), []byte(`admission.k8s.io/v9"`), 1),
+		"no request":      []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`),
+		"escaped key":     bytes.Replace(body, []byte(`"request":`), []byte(`"requ\u0065st":`), 1),
+		"two requests":    bytes.Replace(body, []byte(`"request":`), []byte(`"request":{"uid":"x"},"request":`), 1),
+		"bad object":      bytes.Replace(body, []byte(`"object":{`), []byte(`"object":{"x":tru,`), 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			crResp, ourResp, _, _ := throughBoth(bad, benchInjector(1, false))
+			if crResp.Code != ourResp.Code || allowed(t, crResp) != allowed(t, ourResp) {
+				t.Errorf("controller-runtime %d %s\nours               %d %s", crResp.Code, crResp.Body, ourResp.Code, ourResp.Body)
+			}
+		})
+	}
+}
+
+func allowed(t *testing.T, w *httptest.ResponseRecorder) bool {
+	var out struct {
+		Response struct {
+			Allowed bool `json:"allowed"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("response is not JSON: %s", w.Body)
+	}
+	return out.Response.Allowed
+}
+
+// FuzzDecodeReview: whenever the fast decoder takes a body, controller-runtime's decoder takes
+// it too and finds the same request; only a malformed object, which the injector then refuses
+// to decode, may pass the fast decoder alone.
+func FuzzDecodeReview(f *testing.F) {
+	t := &testing.T{}
+	for _, body := range reviewVariants(t) {
+		f.Add(body)
+	}
+	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","object":{"a":[1,{"b":"}"}]}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ours, _, err := decodeReview(body)
+		if err != nil {
+			return
+		}
+		cr, crErr := crDecode(body)
+		if crErr != nil {
+			if (ours.Object.Raw == nil || json.Valid(ours.Object.Raw)) && (ours.OldObject.Raw == nil || json.Valid(ours.OldObject.Raw)) {
+				t.Fatalf("the fast decoder took a review controller-runtime refuses: %q", body)
+			}
+			return
+		}
+		if !equality.Semantic.DeepEqual(cr, ours) {
+			t.Fatalf("requests differ for %q:\n%s", body, diff.Diff(cr, ours))
+		}
+	})
+}
+
+var crCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	utilruntime.Must(admissionv1.AddToScheme(s))
+	utilruntime.Must(admissionv1beta1.AddToScheme(s))
+	return serializer.NewCodecFactory(s)
+}()
+
+// unregisteredReview is not in the scheme, so v1beta1 reviews are decoded into it too, as
+// controller-runtime does.
+type unregisteredReview struct{ admissionv1.AdmissionReview }
+
+// crDecode decodes a review exactly as controller-runtime's Webhook.ServeHTTP does.
+func crDecode(body []byte) (admission.Request, error) {
+	req := admission.Request{}
+	ar := unregisteredReview{}
+	ar.Request = &req.AdmissionRequest
+	ar.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
+	_, _, err := crCodecs.UniversalDeserializer().Decode(body, nil, &ar)
+	return req, err
+}
