@@ -193,3 +193,11 @@ bench-rollout: manifests kustomize ## Roll a new sidecar image through BENCH_POD
 .PHONY: lint-scripts
 lint-scripts: ## shellcheck the hack/ scripts (needs shellcheck: apt-get install shellcheck).
 	shellcheck -x hack/*.sh hack/lib/*.sh
+
+.PHONY: bench-scale
+bench-scale: manifests kustomize ## Issue 10's scale goals on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).
+	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
+	trap 'hack/demo.sh down' EXIT; \
+	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
+	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" \
+	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkScale -benchtime 1x -count=1 -timeout 60m -v

@@ -1,0 +1,659 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
+type scaleSizes struct {
+	webhookPods, reps, creators, sets, statusPods, smallPods, otherPods int
+}
+
+func scaleSizesFromEnv(b *testing.B) scaleSizes {
+	s := scaleSizes{webhookPods: 2000, reps: 3, creators: 20, sets: 50, statusPods: 10000, smallPods: 200, otherPods: 20000}
+	for env, into := range map[string]*int{
+		"SIDECARSET_SCALE_WEBHOOK_PODS": &s.webhookPods, "SIDECARSET_SCALE_REPS": &s.reps,
+		"SIDECARSET_SCALE_CREATORS": &s.creators, "SIDECARSET_SCALE_SETS": &s.sets,
+		"SIDECARSET_SCALE_STATUS_PODS": &s.statusPods, "SIDECARSET_SCALE_SMALL_PODS": &s.smallPods,
+		"SIDECARSET_SCALE_OTHER_PODS": &s.otherPods,
+	} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				b.Fatalf("%s=%q: want a number >= 0", env, v)
+			}
+			*into = n
+		}
+	}
+	return s
+}
+
+// BenchmarkScale measures issue 10's goals on the local cluster, with the operator as its own
+// process (metrics on): (2) pod creation throughput with no webhook, a no-op webhook and ours;
+// (1) status lag and operator work per pod event with many SidecarSets, at two sizes, through
+// a burst of creations and a burst of pods going NotReady; (4) the operator's heap with the
+// opted-in pods alone and with many more pods that are not opted in. It prints tables of
+// ratios and asserts nothing about time. Run it with `make bench-scale`.
+func BenchmarkScale(b *testing.B) {
+	sizes := scaleSizesFromEnv(b)
+	op := startScaleOperator(b)
+	for b.Loop() {
+		if sizes.webhookPods > 0 {
+			benchWebhookThroughput(b, op, sizes)
+		}
+		if sizes.statusPods > 0 {
+			benchStatus(b, op, sizes)
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// scaleOperator is the replica the benchmark measures.
+type scaleOperator struct {
+	name    string
+	metrics string // http://127.0.0.1:PORT/metrics
+	pid     int
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startScaleOperator replaces the suite's replica by one that serves metrics over plain HTTP.
+func startScaleOperator(b *testing.B) scaleOperator {
+	must(b, run("operator-stop", "--all"))
+	port := freePort(b)
+	op := scaleOperator{name: "scale", metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+	must(b, run("operator-start", op.name, "--leader-elect", "--leader-election-namespace", operatorNamespace,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false"))
+	b.Cleanup(func() { _ = run("operator-stop", op.name) })
+	op.pid = pidOf(b, op.name)
+	return op
+}
+
+func pidOf(b *testing.B, name string) int {
+	raw, err := os.ReadFile(filepath.Join(stateDir, "pids", name+".pid"))
+	must(b, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	must(b, err)
+	return pid
+}
+
+// cpuSeconds is the user+system CPU a process has used.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(b, err)
+	// The command is in parentheses and may hold spaces: fields count from after it.
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// processes are the pids whose CPU the benchmark reports.
+func processes(b *testing.B, op scaleOperator) map[string]int {
+	return map[string]int{"operator": op.pid, "kube-apiserver": pidOf(b, "kube-apiserver"), "etcd": pidOf(b, "etcd")}
+}
+
+func cpuOf(b *testing.B, pids map[string]int) map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range pids {
+		out[name] = cpuSeconds(b, pid)
+	}
+	return out
+}
+
+// families scrapes Prometheus text metrics from the operator (url) or the API server ("").
+func families(b *testing.B, url string) map[string]*dto.MetricFamily {
+	var raw []byte
+	if url == "" {
+		cs, err := kubernetes.NewForConfig(restConfig)
+		must(b, err)
+		raw, err = cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		must(b, err)
+	} else {
+		resp, err := http.Get(url)
+		must(b, err)
+		defer resp.Body.Close()
+		raw, err = io.ReadAll(resp.Body)
+		must(b, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	out, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	must(b, err)
+	return out
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// sum adds the counters (or histogram sums with sumOf) of a family whose labels include want.
+func sum(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		if matches(labelsOf(m), want) {
+			total += m.GetCounter().GetValue() + m.GetUntyped().GetValue() + m.GetGauge().GetValue() + m.GetHistogram().GetSampleSum()
+		}
+	}
+	return total
+}
+
+func matches(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// histogram is a cumulative histogram's buckets and count.
+type histogram struct {
+	bounds []float64
+	counts []float64
+	count  float64
+}
+
+func histogramOf(fams map[string]*dto.MetricFamily, name string, want map[string]string) histogram {
+	var h histogram
+	for _, m := range fams[name].GetMetric() {
+		if !matches(labelsOf(m), want) {
+			continue
+		}
+		hist := m.GetHistogram()
+		if h.bounds == nil {
+			for _, bk := range hist.GetBucket() {
+				h.bounds = append(h.bounds, bk.GetUpperBound())
+			}
+			h.counts = make([]float64, len(h.bounds))
+		}
+		for i, bk := range hist.GetBucket() {
+			h.counts[i] += float64(bk.GetCumulativeCount())
+		}
+		h.count += float64(hist.GetSampleCount())
+	}
+	return h
+}
+
+func (h histogram) minus(o histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: slices.Clone(h.counts), count: h.count - o.count}
+	for i := range out.counts {
+		if i < len(o.counts) {
+			out.counts[i] -= o.counts[i]
+		}
+	}
+	return out
+}
+
+// quantile interpolates within buckets, as Prometheus' histogram_quantile does.
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 {
+		return math.NaN()
+	}
+	rank := q * h.count
+	lower, below := 0.0, 0.0
+	for i, bound := range h.bounds {
+		if h.counts[i] >= rank {
+			if math.IsInf(bound, 1) {
+				return lower
+			}
+			return lower + (bound-lower)*(rank-below)/(h.counts[i]-below)
+		}
+		lower, below = bound, h.counts[i]
+	}
+	return lower
+}
+
+// benchPod is a minimal pod of the kwok node with the given labels.
+func benchPod(ns, name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: podSpec()}
+}
+
+// createPods creates n pods with creators concurrent clients and returns the wall time.
+func createPods(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, creators)
+	start := time.Now()
+	for range creators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := k8s.Create(ctx, pod(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatalf("creating pods: %v", err)
+	}
+	return took
+}
+
+// deleteAllPods removes a namespace's pods at once (grace period 0).
+func deleteAllPods(b *testing.B, ns string) {
+	must(b, k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)))
+}
+
+// noopWebhook serves AdmissionReviews with "allowed" and no patch, over the same TLS as the
+// operator's webhook, and answers /readyz for the proxy in front of it.
+func noopWebhook(b *testing.B) (webhookPort, healthPort int) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(stateDir, "webhook", "tls.crt"), filepath.Join(stateDir, "webhook", "tls.key"))
+	must(b, err)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	must(b, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta,
+			Response: &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}), ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(l) }()
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	health := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = health.Serve(hl) }()
+	b.Cleanup(func() { _ = srv.Close(); _ = health.Close() })
+	return l.Addr().(*net.TCPAddr).Port, hl.Addr().(*net.TCPAddr).Port
+}
+
+// proxyTo starts hack/devtool's proxy (what the API server reaches the operator through) in
+// front of one backend and returns its port.
+func proxyTo(b *testing.B, webhookPort, healthPort int) int {
+	dir := b.TempDir()
+	backends := filepath.Join(dir, "backends")
+	must(b, os.WriteFile(backends, []byte(fmt.Sprintf("noop %d %d\n", webhookPort, healthPort)), 0o644))
+	port := freePort(b)
+	cmd := exec.Command(filepath.Join(filepath.Dir(demo), "..", "bin", "devtool"), "proxy", strconv.Itoa(port), backends)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	must(b, cmd.Start())
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	eventually(b, 10*time.Second, "the no-op webhook's proxy", func() (bool, string) {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	return port
+}
+
+// registerNoop registers the no-op webhook like ours (same rules, policies, namespace
+// selector and caBundle), selecting pods labelled noopLabel instead of the opt-in label.
+func registerNoop(b *testing.B, port int) {
+	var list admissionregistrationv1.MutatingWebhookConfigurationList
+	must(b, k8s.List(ctx, &list))
+	var ours *admissionregistrationv1.MutatingWebhook
+	for i := range list.Items {
+		for j := range list.Items[i].Webhooks {
+			if list.Items[i].Webhooks[j].Name == "inject.sidecarset.io" {
+				ours = &list.Items[i].Webhooks[j]
+			}
+		}
+	}
+	if ours == nil {
+		b.Fatal("the operator's pod webhook is not registered")
+	}
+	noop := ours.DeepCopy()
+	noop.Name = "noop.bench.sidecarset.io"
+	noop.ClientConfig.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d/noop", port))
+	noop.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{noopLabel: "true"}}
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{*noop}}
+	must(b, k8s.Create(ctx, cfg))
+	b.Cleanup(func() { deleteIgnoreNotFound(b, cfg) })
+}
+
+const noopLabel = "bench.sidecarset.io/noop"
+
+// benchWebhookThroughput creates the same pods three ways, reps times each, interleaved.
+func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
+	webhookPort, healthPort := noopWebhook(b)
+	registerNoop(b, proxyTo(b, webhookPort, healthPort))
+	newSet(b, "bench-throughput", "throughput")
+	ns := newNamespace(b, "bench-webhook", nil)
+	modes := []struct {
+		name, webhook string
+		labels        map[string]string
+	}{
+		{"no webhook", "", map[string]string{"app": "throughput"}},
+		{"no-op webhook", "noop.bench.sidecarset.io", map[string]string{"app": "throughput", noopLabel: "true"}},
+		{"ours", "inject.sidecarset.io", map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
+	}
+	pids := processes(b, op)
+	type result struct {
+		rate, calls, p50, p99 float64
+		cpu                   map[string]float64
+	}
+	results := map[string][]result{}
+	for rep := range sizes.reps {
+		for _, m := range modes {
+			deleteAllPods(b, ns)
+			eventually(b, 2*time.Minute, "the namespace emptied", func() (bool, string) {
+				var pods corev1.PodList
+				must(b, k8s.List(ctx, &pods, client.InNamespace(ns)))
+				return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
+			})
+			before, cpuBefore := families(b, ""), cpuOf(b, pids)
+			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
+				return benchPod(ns, fmt.Sprintf("p-%d-%d", rep, i), m.labels)
+			})
+			after, cpuAfter := families(b, ""), cpuOf(b, pids)
+			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{}}
+			if m.webhook != "" {
+				want := map[string]string{"name": m.webhook, "operation": "CREATE"}
+				h := histogramOf(after, "apiserver_admission_webhook_admission_duration_seconds", want).
+					minus(histogramOf(before, "apiserver_admission_webhook_admission_duration_seconds", want))
+				r.calls, r.p50, r.p99 = h.count/float64(sizes.webhookPods), h.quantile(0.5)*1000, h.quantile(0.99)*1000
+			}
+			for name := range pids {
+				r.cpu[name] = (cpuAfter[name] - cpuBefore[name]) / float64(sizes.webhookPods) * 1000
+			}
+			results[m.name] = append(results[m.name], r)
+			b.Logf("rep %d %-13s %7.1f pods/s  %.2f calls/pod  p50 %6.1f ms  p99 %6.1f ms  CPU ms/pod: operator %.2f, kube-apiserver %.2f, etcd %.2f",
+				rep+1, m.name, r.rate, r.calls, r.p50, r.p99, r.cpu["operator"], r.cpu["kube-apiserver"], r.cpu["etcd"])
+		}
+	}
+	deleteAllPods(b, ns)
+	median := func(mode string, f func(result) float64) float64 {
+		var xs []float64
+		for _, r := range results[mode] {
+			xs = append(xs, f(r))
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	rate := func(r result) float64 { return r.rate }
+	p50 := func(r result) float64 { return r.p50 }
+	p99 := func(r result) float64 { return r.p99 }
+	noop, ours := "no-op webhook", "ours"
+	b.Logf("webhook throughput, %d pods x %d reps, %d concurrent creates (medians): no webhook %.1f pods/s; no-op %.1f; ours %.1f = %.2fx the no-op; "+
+		"admission p50 ours/no-op %.1f/%.1f ms (%.2fx), p99 %.1f/%.1f ms (%.2fx); calls per pod ours %.2f",
+		sizes.webhookPods, sizes.reps, sizes.creators, median("no webhook", rate), median(noop, rate), median(ours, rate),
+		median(ours, rate)/median(noop, rate), median(ours, p50), median(noop, p50), median(ours, p50)/median(noop, p50),
+		median(ours, p99), median(noop, p99), median(ours, p99)/median(noop, p99), median(ours, func(r result) float64 { return r.calls }))
+	b.ReportMetric(median(ours, rate)/median(noop, rate), "ours/noop-throughput")
+}
+
+// statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
+// status last changed.
+type statusWatch struct {
+	mu          sync.Mutex
+	lastPod     time.Time
+	podEvents   int
+	lastStatus  map[string]time.Time
+	stop        chan struct{}
+	pods, setsI toolscache.SharedIndexInformer
+}
+
+func watchStatus(b *testing.B, ns string) *statusWatch {
+	cs, err := kubernetes.NewForConfig(restConfig)
+	must(b, err)
+	w := &statusWatch{lastStatus: map[string]time.Time{}, stop: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	w.pods = factory.Core().V1().Pods().Informer()
+	touch := func(any) {
+		w.mu.Lock()
+		w.lastPod = time.Now()
+		w.podEvents++
+		w.mu.Unlock()
+	}
+	_, err = w.pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: touch,
+		UpdateFunc: func(_, n any) { touch(n) }, DeleteFunc: touch})
+	must(b, err)
+	factory.Start(w.stop)
+	b.Cleanup(func() { close(w.stop) })
+	toolscache.WaitForCacheSync(w.stop, w.pods.HasSynced)
+	return w
+}
+
+func (w *statusWatch) snapshot() (time.Time, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastPod, w.podEvents
+}
+
+// settle waits until no pod event came for quiet, then until every set's status shows the
+// counts the pods give, and returns how long after the last pod event the last set got there.
+func (w *statusWatch) settle(b *testing.B, sets []*appsv1alpha1.SidecarSet, quiet time.Duration) time.Duration {
+	eventually(b, 15*time.Minute, "pod events to stop", func() (bool, string) {
+		last, n := w.snapshot()
+		return time.Since(last) > quiet, fmt.Sprintf("%d events, last %s ago", n, time.Since(last))
+	})
+	last, _ := w.snapshot()
+	var exactAt time.Time
+	for _, set := range sets {
+		want := w.expected(set)
+		eventually(b, 2*time.Minute, "status of "+set.Name, func() (bool, string) {
+			var cur appsv1alpha1.SidecarSet
+			must(b, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+			got := counts{cur.Status.MatchedPods, cur.Status.UpdatedPods, cur.Status.ReadyPods, cur.Status.UpdatedReadyPods}
+			if got == want {
+				if t := statusChangedAt(&cur); t.After(exactAt) {
+					exactAt = t
+				}
+				return true, ""
+			}
+			return false, fmt.Sprintf("%+v, want %+v", got, want)
+		})
+	}
+	if exactAt.Before(last) {
+		return 0
+	}
+	return exactAt.Sub(last)
+}
+
+// statusChangedAt is when the set's status was last written, from its managed fields.
+func statusChangedAt(set *appsv1alpha1.SidecarSet) time.Time {
+	var at time.Time
+	for _, mf := range set.ManagedFields {
+		if mf.Subresource == "status" && mf.Time != nil && mf.Time.After(at) {
+			at = mf.Time.Time
+		}
+	}
+	return at
+}
+
+// expected counts what the set's status should say from the watched pods.
+func (w *statusWatch) expected(set *appsv1alpha1.SidecarSet) counts {
+	var c counts
+	app := set.Spec.Selector.MatchLabels["app"]
+	for _, obj := range w.pods.GetStore().List() {
+		pod := obj.(*corev1.Pod)
+		if pod.Labels["app"] != app || pod.DeletionTimestamp != nil {
+			continue
+		}
+		c.matched++
+		c.updated++
+		ready := false
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				ready = cond.Status == corev1.ConditionTrue
+			}
+		}
+		if ready {
+			c.ready++
+			c.updatedReady++
+		}
+	}
+	return c
+}
+
+// benchStatus: sets SidecarSets over 10 apps; at two sizes, a burst of pod creations and a
+// burst of pods going NotReady (kwok makes them Ready again); status lag after each and the
+// operator's work per pod event; then the heap with many pods that are not opted in.
+func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
+	var sets []*appsv1alpha1.SidecarSet
+	for i := range sizes.sets {
+		sets = append(sets, newSet(b, fmt.Sprintf("bench-status-%02d", i), fmt.Sprintf("svc-%d", i%10)))
+	}
+	pids := map[string]int{"operator": op.pid}
+	type row struct {
+		pods                                        int
+		createLag, notReadyLag                      time.Duration
+		events, reconciles, reconcileSec, cpuPerEvt float64
+	}
+	var rows []row
+	var heapOptedIn float64
+	for _, n := range []int{sizes.smallPods, sizes.statusPods} {
+		if n == 0 {
+			continue
+		}
+		ns := newNamespace(b, "bench-status", nil)
+		w := watchStatus(b, ns)
+		_, events0 := w.snapshot()
+		fams0, cpu0 := families(b, op.metrics), cpuOf(b, pids)
+		createPods(b, n, sizes.creators, func(i int) *corev1.Pod {
+			return benchPod(ns, fmt.Sprintf("p-%d", i), map[string]string{"app": fmt.Sprintf("svc-%d", i%10),
+				appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
+		})
+		r := row{pods: n, createLag: w.settle(b, sets, 3*time.Second)}
+		// Every pod goes NotReady at once (as many writes as the API server takes).
+		var names []string
+		for _, obj := range w.pods.GetStore().List() {
+			names = append(names, obj.(*corev1.Pod).Name)
+		}
+		createPodsLike(b, names, sizes.creators, func(name string) error {
+			var pod corev1.Pod
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+				return err
+			}
+			for i := range pod.Status.Conditions {
+				if pod.Status.Conditions[i].Type == corev1.PodReady {
+					pod.Status.Conditions[i].Status = corev1.ConditionFalse
+				}
+			}
+			return k8s.Status().Update(ctx, &pod)
+		})
+		r.notReadyLag = w.settle(b, sets, 3*time.Second)
+		_, events1 := w.snapshot()
+		fams1, cpu1 := families(b, op.metrics), cpuOf(b, pids)
+		r.events = float64(events1 - events0)
+		want := map[string]string{"controller": "sidecarset"}
+		r.reconciles = (sum(fams1, "controller_runtime_reconcile_total", want) - sum(fams0, "controller_runtime_reconcile_total", want)) / r.events
+		r.reconcileSec = (sum(fams1, "controller_runtime_reconcile_time_seconds", want) - sum(fams0, "controller_runtime_reconcile_time_seconds", want)) / r.events
+		r.cpuPerEvt = (cpu1["operator"] - cpu0["operator"]) / r.events
+		rows = append(rows, r)
+		b.Logf("status, %d sets, %d pods: lag after the creation burst %s, after the NotReady burst %s; per pod event: %.3f reconciles, %.1f µs reconciling, %.1f µs operator CPU (%d events)",
+			sizes.sets, n, r.createLag.Round(time.Millisecond), r.notReadyLag.Round(time.Millisecond), r.reconciles, r.reconcileSec*1e6, r.cpuPerEvt*1e6, int(r.events))
+		if n == sizes.statusPods {
+			heapOptedIn = heap(b, op)
+			if sizes.otherPods > 0 {
+				other := newNamespace(b, "bench-other", nil)
+				createPods(b, sizes.otherPods, sizes.creators, func(i int) *corev1.Pod {
+					return benchPod(other, fmt.Sprintf("o-%d", i), map[string]string{"app": fmt.Sprintf("svc-%d", i%10)})
+				})
+				withOthers := heap(b, op)
+				b.Logf("memory: operator heap %.1f MiB with %d opted-in pods, %.1f MiB with %d more pods not opted in: %.2fx",
+					heapOptedIn/(1<<20), n, withOthers/(1<<20), sizes.otherPods, withOthers/heapOptedIn)
+				b.ReportMetric(withOthers/heapOptedIn, "heap-ratio")
+				deleteAllPods(b, other)
+			}
+		}
+		deleteAllPods(b, ns)
+	}
+	if len(rows) == 2 {
+		small, big := rows[0], rows[1]
+		b.Logf("per pod event, %d -> %d pods: reconciles %.3f -> %.3f, reconcile time %.1f -> %.1f µs (%.2fx), operator CPU %.1f -> %.1f µs (%.2fx)",
+			small.pods, big.pods, small.reconciles, big.reconciles, small.reconcileSec*1e6, big.reconcileSec*1e6, big.reconcileSec/small.reconcileSec,
+			small.cpuPerEvt*1e6, big.cpuPerEvt*1e6, big.cpuPerEvt/small.cpuPerEvt)
+	}
+}
+
+// createPodsLike runs f over names with creators concurrent workers.
+func createPodsLike(b *testing.B, names []string, workers int, f func(string) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				if err := f(names[i]); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// heap is the operator's smallest in-use heap over 10 samples a second apart (the closest to
+// its live heap: the samples between collections include garbage).
+func heap(b *testing.B, op scaleOperator) float64 {
+	least := math.Inf(1)
+	for range 10 {
+		v := sum(families(b, op.metrics), "go_memstats_heap_inuse_bytes", nil)
+		least = math.Min(least, v)
+		time.Sleep(time.Second)
+	}
+	return least
+}
