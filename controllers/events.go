@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -21,39 +20,31 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // podEvents feeds the tally and enqueues the sets it names: a Pod event costs one
 // classification per SidecarSet, not a reconcile of every set that selects the Pod.
 func (r *SidecarSetReconciler) podEvents() handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) {
-			if pod, ok := e.Object.(*corev1.Pod); ok {
-				enqueue(q, r.tally.UpsertPod(pod))
-			}
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
-			if pod, ok := e.ObjectNew.(*corev1.Pod); ok {
-				enqueue(q, r.tally.UpsertPod(pod))
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			enqueue(q, r.tally.DeletePod(e.Object.GetNamespace(), e.Object.GetName()))
-		},
-	}
+	return tallyEvents(r.tally.UpsertPod, func(o client.Object) []string { return r.tally.DeletePod(o.GetNamespace(), o.GetName()) })
 }
 
 // namespaceEvents feeds Namespace labels to the tally: a label change may make a namespace
 // selector match or not, or opt the namespace out of injection.
 func (r *SidecarSetReconciler) namespaceEvents() handler.EventHandler {
+	return tallyEvents(r.tally.UpsertNamespace, func(o client.Object) []string { return r.tally.DeleteNamespace(o.GetName()) })
+}
+
+// tallyEvents hands created and updated objects of type T to upsert, deleted ones to remove,
+// and enqueues the sets they name.
+func tallyEvents[T client.Object](upsert func(T) []string, remove func(client.Object) []string) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) {
-			if ns, ok := e.Object.(*corev1.Namespace); ok {
-				enqueue(q, r.tally.UpsertNamespace(ns))
+			if obj, ok := e.Object.(T); ok {
+				enqueue(q, upsert(obj))
 			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
-			if ns, ok := e.ObjectNew.(*corev1.Namespace); ok {
-				enqueue(q, r.tally.UpsertNamespace(ns))
+			if obj, ok := e.ObjectNew.(T); ok {
+				enqueue(q, upsert(obj))
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			enqueue(q, r.tally.DeleteNamespace(e.Object.GetName()))
+			enqueue(q, remove(e.Object))
 		},
 	}
 }
