@@ -57,8 +57,7 @@ func limitRangeNamespace(t *testing.T) string {
 // chain gives every container, and that the webhook was called once.
 func TestAdmissionChainKeepsWhatPluginsAdd(t *testing.T) {
 	ns := limitRangeNamespace(t)
-	set := createSet(t, chainSet("chain", "chain"))
-	waitForSet(t, set)
+	createSet(t, chainSet("chain", "chain"))
 
 	before := webhookRequests(t, ourwebhook.PodInjectorPath)
 	pod := appPod(ns, "chain-0", "chain", true)
@@ -93,7 +92,7 @@ func TestAdmissionChainKeepsWhatPluginsAdd(t *testing.T) {
 func TestAdmissionChainUnderReinvocation(t *testing.T) {
 	setPodWebhookReinvocation(t, admissionregistrationv1.IfNeededReinvocationPolicy)
 	ns := limitRangeNamespace(t)
-	waitForSet(t, createSet(t, chainSet("reinvoke", "reinvoke")))
+	createSet(t, chainSet("reinvoke", "reinvoke"))
 
 	before := webhookRequests(t, ourwebhook.PodInjectorPath)
 	pod := appPod(ns, "reinvoke-0", "reinvoke", true)

@@ -46,8 +46,6 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 		t.Run(fmt.Sprintf("update-%d", i), func(t *testing.T) {
 			app := fmt.Sprintf("race-update-%d", i)
 			a, b := createSet(t, sidecarSet(app+"-a", app)), createSet(t, sidecarSet(app+"-b", app))
-			waitForSet(t, a)
-			waitForSet(t, b)
 			for _, set := range []*appsv1alpha1.SidecarSet{a, b} {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
 				set.Spec.Containers[0].Name = app + "-shared"
@@ -70,7 +68,6 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 	t.Run("written while validation was down", func(t *testing.T) {
 		app := "race-down"
 		a := createSet(t, sidecarSet(app+"-a", app))
-		waitForSet(t, a)
 		b := sidecarSet(app+"-b", app)
 		b.Spec.Containers[0].Name = a.Spec.Containers[0].Name
 		withoutSidecarSetValidation(t, func() {

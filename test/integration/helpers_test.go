@@ -37,11 +37,14 @@ func ensureDefaultServiceAccount(t *testing.T, ns string) {
 	}
 }
 
-// createSet creates a SidecarSet through the API server and deletes it after the test.
+// createSet creates a SidecarSet through the API server, waits until the webhook injects with
+// it (a pod created earlier would not get its sidecars: the informer has not delivered the set
+// yet, as in any cluster), and deletes it after the test.
 func createSet(t *testing.T, set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
 	t.Helper()
 	must(t, k8s.Create(ctx, set))
 	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	waitForSet(t, set)
 	return set
 }
 

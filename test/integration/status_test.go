@@ -46,7 +46,6 @@ func setReady(t *testing.T, pod *corev1.Pod, ready bool) {
 func TestStatusCountsFollowPods(t *testing.T) {
 	ns := newNamespace(t, nil)
 	set := createSet(t, sidecarSet("status-counts", "orders"))
-	waitForSet(t, set)
 	st := waitForCounts(t, set, counts{})
 	if c := meta.FindStatusCondition(st.Status.Conditions, appsv1alpha1.ConditionPodsUpdated); c == nil || c.Reason != "NoMatchedPods" ||
 		!contains(c.Message, appsv1alpha1.InjectLabel, "app=orders") {
@@ -102,7 +101,7 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 	ns := newNamespace(t, nil)
 	set := sidecarSet("status-ns", "search")
 	set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
-	waitForSet(t, createSet(t, set))
+	createSet(t, set)
 
 	// Injected while the namespace matched, then the namespace stops matching.
 	var nsObj corev1.Namespace
@@ -132,7 +131,6 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 	ns := newNamespace(t, nil)
 	valid := createSet(t, sidecarSet("steady-valid", "steady"))
-	waitForSet(t, valid)
 	must(t, k8s.Create(ctx, appPod(ns, "steady-0", "steady", true)))
 	waitForCounts(t, valid, counts{matched: 1, updated: 1})
 
@@ -210,7 +208,6 @@ func waitUntilReconcilerIdle(t *testing.T, rvs map[string]string, minReconciles 
 func TestStatusCountsExcludedPods(t *testing.T) {
 	ns := newNamespace(t, map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled})
 	set := createSet(t, sidecarSet("status-excluded", "ledger"))
-	waitForSet(t, set)
 	pod := appPod(ns, "ledger-0", "ledger", true)
 	must(t, k8s.Create(ctx, pod))
 	if got := getPod(t, pod); len(got.Spec.Containers) != 1 {

@@ -88,7 +88,7 @@ func assertInvalidField(t *testing.T, err error, field, detail string) {
 }
 
 func TestConflictsBetweenSidecarSets(t *testing.T) {
-	waitForSet(t, createSet(t, sidecarSet("conflict-base", "pay")))
+	createSet(t, sidecarSet("conflict-base", "pay"))
 
 	t.Run("overlapping selectors, same container name", func(t *testing.T) {
 		other := sidecarSet("conflict-overlap", "pay")
