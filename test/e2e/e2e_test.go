@@ -104,8 +104,7 @@ func TestNamespaceSelector(t *testing.T) {
 			Containers:        []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "tier-agent", Image: "registry.example/agent:1.0"}}},
 		},
 	}
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	createSet(t, set)
 	newDeployment(t, gold, "tiered", 2)
 	newDeployment(t, plain, "tiered", 2)
 	waitForCounts(t, set, counts{2, 2, 2, 2}, converge)

@@ -56,8 +56,23 @@ func newSet(t testing.TB, name, app string) *appsv1alpha1.SidecarSet {
 			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name + "-agent", Image: "registry.example/agent:1.0"}}},
 		},
 	}
+	return createSet(t, set)
+}
+
+// createSet creates a SidecarSet, deletes it after the test, and waits until the operator has
+// observed it (status.observedGeneration): a pod created earlier would not get its sidecars,
+// the webhook's informers not having delivered the set yet, as in any cluster.
+func createSet(t testing.TB, set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
+	t.Helper()
 	must(t, k8s.Create(ctx, set))
 	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	eventually(t, converge, set.Name+" to be observed", func() (bool, string) {
+		var got appsv1alpha1.SidecarSet
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+	})
 	return set
 }
 

@@ -47,8 +47,7 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 					MaxUnavailable: ptr.To(intstr.FromString("10%"))},
 			},
 		}
-		must(b, k8s.Create(ctx, set))
-		b.Cleanup(func() { deleteIgnoreNotFound(b, set) })
+		createSet(b, set)
 		start := time.Now()
 		newDeployment(b, ns, "bench", int32(n))
 		waitForCounts(b, set, counts{int32(n), int32(n), int32(n), int32(n)}, 15*time.Minute)

@@ -136,8 +136,7 @@ func TestInPlaceRollout(t *testing.T) {
 			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate},
 		},
 	}
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+	createSet(t, set)
 	newDeployment(t, ns, "rolled", 4)
 	waitForCounts(t, set, counts{4, 4, 4, 4}, converge)
 	uids := map[string]types.UID{}
