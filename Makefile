@@ -128,8 +128,19 @@ test-e2e-olm: opm ## Install, upgrade and uninstall the operator through OLM (ol
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary.
+build: manifests generate fmt vet ## Build the manager binary and the kubectl plugin (bin/kubectl-sidecarset).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager main.go
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
+
+# Where install-plugin puts kubectl-sidecarset: any directory on PATH makes `kubectl sidecarset` work.
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: install-plugin
+install-plugin: ## Build the kubectl plugin and install it into PLUGIN_DIR (default ~/.local/bin), for `kubectl sidecarset ...`.
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
+	mkdir -p "$(PLUGIN_DIR)"
+	install -m 0755 bin/kubectl-sidecarset "$(PLUGIN_DIR)/kubectl-sidecarset"
+	@echo "installed $(PLUGIN_DIR)/kubectl-sidecarset; with $(PLUGIN_DIR) on PATH, run: kubectl sidecarset --help"
 
 .PHONY: run
 run: manifests generate fmt vet install ## Install the CRD and run the manager on this host against the current kubeconfig.

@@ -65,6 +65,10 @@ func runSuite(m *testing.M) (int, error) {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 		}
 	}()
+	if adminKubeconfig, err = writeKubeconfig(env); err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.Remove(adminKubeconfig) }()
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
@@ -150,4 +154,27 @@ func waitReady(ctx context.Context, mgr ctrl.Manager, hooks *envtest.WebhookInst
 	}
 	return fmt.Errorf("manager not ready after 30s (webhook server %s:%d, certs %s)", hooks.LocalServingHost,
 		hooks.LocalServingPort, filepath.Clean(hooks.LocalServingCertDir))
+}
+
+// adminKubeconfig is a kubeconfig file for the suite's API server, as an admin: what the
+// kubectl plugin reads.
+var adminKubeconfig string
+
+func writeKubeconfig(env *envtest.Environment) (string, error) {
+	user, err := env.AddUser(envtest.User{Name: "plugin-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("adding the plugin's user: %w", err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "sidecarset-it-kubeconfig-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(raw); err != nil {
+		return "", errors.Join(err, f.Close())
+	}
+	return f.Name(), f.Close()
 }

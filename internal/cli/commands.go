@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/explain"
+)
+
+// input opens -f: a file, or - for standard input.
+func input(o *options, file string) (io.Reader, func(), error) {
+	if file == "-" {
+		return o.streams.In, func() {}, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, &exitError{code: ExitRefused, err: err}
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+func readInput(o *options, file string) ([]Document, error) {
+	if file == "" {
+		return nil, usageError("-f FILE (or - for standard input) is required")
+	}
+	if file == "-" && o.sidecarSets == "-" {
+		return nil, usageError("-f and --sidecarsets cannot both read standard input")
+	}
+	r, done, err := input(o, file)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	docs, err := ReadDocuments(r, file)
+	if err != nil {
+		return nil, &exitError{code: ExitRefused, err: err}
+	}
+	return docs, nil
+}
+
+func newInjectCommand(o *options) *cobra.Command {
+	var file string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "inject -f FILE|-",
+		Short: "Print the manifests as the pod webhook would inject them",
+		Long: `inject prints the objects of FILE with the pods they describe injected exactly as the pod webhook
+would inject them at creation: Pods, and the pod templates of ` + SupportedKinds + `.
+Other Kubernetes objects are printed unchanged. SidecarSets come from the cluster, or from
+--sidecarsets FILE (then no cluster is needed).
+
+What happened to each pod, and the webhook's warnings, go to standard error. A pod the webhook
+refuses is an error: nothing is printed and the exit code is 1.`,
+		Example: `  kubectl sidecarset inject -f deploy.yaml | kubectl apply -f -
+  kubectl sidecarset inject -f deploy.yaml --sidecarsets sidecarsets.yaml --namespace-labels team=shop`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			docs, err := readInput(o, file)
+			if err != nil {
+				return err
+			}
+			e, err := o.engine(cmd.Context(), o.streams.In)
+			if err != nil {
+				return err
+			}
+			report := func(line string) {
+				if !quiet {
+					fmt.Fprintln(o.streams.ErrOut, line)
+				}
+			}
+			if err := e.Inject(cmd.Context(), docs, o.namespace(), report); err != nil {
+				return err
+			}
+			var p printers.YAMLPrinter
+			for _, d := range docs {
+				if err := p.PrintObj(d.Object, o.streams.Out); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "file with the objects to inject (YAML or JSON, - for standard input)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not report what happened to each pod on standard error")
+	addSetFlags(cmd, o)
+	return cmd
+}
+
+func newExplainCommand(o *options) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "explain (pod NAME | -f FILE|-)",
+		Short: "Say what every SidecarSet does to a pod, and why",
+		Long: `explain lists every SidecarSet with its verdict on a pod and the reason: it injects; the pod is not
+opted in; the namespace is excluded or opted out; the selector or namespaceSelector does not
+match; the set is paused, invalid, or stopped by a conflict with an older set; or the webhook
+refuses the pod, naming the set and the field. For a pod that exists, it also says whether the
+sidecars each set injected are current, or what keeps them outdated.`,
+		Example: `  kubectl sidecarset explain pod web-7d9c6b-x2x4q -n shop
+  kubectl sidecarset explain -f deploy.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pods, err := explainInput(cmd.Context(), o, file, args)
+			if err != nil {
+				return err
+			}
+			e, err := o.engine(cmd.Context(), o.streams.In)
+			if err != nil {
+				return err
+			}
+			w := printers.GetNewTabWriter(o.streams.Out)
+			for i, p := range pods {
+				labels, err := e.NamespaceLabels(cmd.Context(), p.Pod.Pod.Namespace)
+				if err != nil {
+					return err
+				}
+				p.NamespaceLabels = labels
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "%s\n", p.name)
+				fmt.Fprintln(w, "SIDECARSET\tVERDICT\tWHY")
+				list := e.Explain(cmd.Context(), p.Pod)
+				if len(list) == 0 {
+					fmt.Fprintln(w, "(none)\t\tthere are no SidecarSets")
+				}
+				for _, x := range list {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", x.SidecarSet, x.Verdict, x.Why)
+					if x.Sidecars != "" {
+						fmt.Fprintf(w, "\t\tsidecars: %s\n", x.Sidecars)
+					}
+				}
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "explain the pods of this file (YAML or JSON, - for standard input)")
+	addSetFlags(cmd, o)
+	return cmd
+}
+
+type namedPod struct {
+	explain.Pod
+	name string
+}
+
+// explainInput reads the pods to explain: `pod NAME` from the cluster, or -f.
+func explainInput(ctx context.Context, o *options, file string, args []string) ([]namedPod, error) {
+	switch {
+	case file != "" && len(args) > 0:
+		return nil, usageError("give either pod NAME or -f FILE, not both")
+	case file != "":
+		docs, err := readInput(o, file)
+		if err != nil {
+			return nil, err
+		}
+		var out []namedPod
+		for _, d := range docs {
+			p, ok, err := Pod(d.Object, o.namespace())
+			if err != nil {
+				return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s: %w", d.Source, err)}
+			}
+			if !ok {
+				continue
+			}
+			var pod corev1.Pod
+			if err := json.Unmarshal(p.Raw, &pod); err != nil {
+				return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s (%s): %w", d.Source, p.Name, err)}
+			}
+			pod.Namespace = p.Namespace
+			out = append(out, namedPod{Pod: explain.Pod{Pod: &pod}, name: p.Name})
+		}
+		if len(out) == 0 {
+			return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no pod and no workload (%s)", file, SupportedKinds)}
+		}
+		return out, nil
+	case len(args) == 2 && (args[0] == "pod" || args[0] == "pods" || args[0] == "po"):
+		if o.sidecarSets != "" {
+			return nil, usageError("explain pod NAME reads the pod from the cluster; use -f with --sidecarsets")
+		}
+		c, err := o.kubeClient()
+		if err != nil {
+			return nil, err
+		}
+		var pod corev1.Pod
+		key := client.ObjectKey{Namespace: o.namespace(), Name: args[1]}
+		if err := c.Get(ctx, key, &pod); apierrors.IsNotFound(err) {
+			return nil, &exitError{code: ExitRefused, err: fmt.Errorf("pod %s not found", key)}
+		} else if err != nil {
+			return nil, clusterError(fmt.Errorf("reading pod %s: %w", key, err))
+		}
+		return []namedPod{{Pod: explain.Pod{Pod: &pod, Existing: true}, name: "Pod " + key.String()}}, nil
+	}
+	return nil, usageError("explain needs pod NAME or -f FILE; got %q", strings.Join(args, " "))
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status SIDECARSET",
+		Short: "Show a SidecarSet's counts, conditions and rollout",
+		Example: `  kubectl sidecarset status mesh-proxy
+  kubectl sidecarset status mesh-proxy -o yaml`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("status takes one SidecarSet name; got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.kubeClient()
+			if err != nil {
+				return err
+			}
+			var set appsv1alpha1.SidecarSet
+			if err := c.Get(cmd.Context(), client.ObjectKey{Name: args[0]}, &set); apierrors.IsNotFound(err) {
+				return &exitError{code: ExitRefused, err: fmt.Errorf("SidecarSet %q not found", args[0])}
+			} else if err != nil {
+				return clusterError(fmt.Errorf("reading SidecarSet %s: %w", args[0], err))
+			}
+			switch output {
+			case "":
+				return printStatus(o.streams.Out, &set)
+			case "yaml":
+				return (&printers.YAMLPrinter{}).PrintObj(statusOnly(&set), o.streams.Out)
+			case "json":
+				return (&printers.JSONPrinter{}).PrintObj(statusOnly(&set), o.streams.Out)
+			}
+			return usageError("--output must be yaml or json; got %q", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the SidecarSet's metadata and status instead of the summary")
+	return cmd
+}
+
+// statusOnly is the set without its spec, with its kind (printers want it).
+func statusOnly(set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
+	out := &appsv1alpha1.SidecarSet{ObjectMeta: set.ObjectMeta, Status: set.Status}
+	out.ManagedFields = nil
+	out.SetGroupVersionKind(appsv1alpha1.GroupVersion.WithKind("SidecarSet"))
+	return out
+}
+
+func printStatus(out io.Writer, set *appsv1alpha1.SidecarSet) error {
+	st := set.Status
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintf(w, "SidecarSet %s\n", set.Name)
+	fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", set.Generation, st.ObservedGeneration)
+	if st.ObservedGeneration != set.Generation {
+		fmt.Fprintln(w, "\tthe operator has not seen the latest spec yet: the status below is older")
+	}
+	fmt.Fprintf(w, "Hash:\t%s\n", orNone(st.Hash))
+	fmt.Fprintf(w, "Revision:\t%s\n", orNone(st.UpdateRevision))
+	strategy := string(set.Spec.UpdateStrategy.Type)
+	if s := set.Spec.UpdateStrategy; s.Type == appsv1alpha1.RollingUpdate {
+		if s.Partition != nil {
+			strategy += fmt.Sprintf(", partition %s", s.Partition.String())
+		}
+		if s.MaxUnavailable != nil {
+			strategy += fmt.Sprintf(", maxUnavailable %s", s.MaxUnavailable.String())
+		}
+		if s.Paused {
+			strategy += ", paused"
+		}
+	}
+	fmt.Fprintf(w, "Update strategy:\t%s\n", strategy)
+	fmt.Fprintf(w, "Pods:\tmatched %d, updated %d, ready %d, updated and ready %d, unavailable %d, excluded %d\n",
+		st.MatchedPods, st.UpdatedPods, st.ReadyPods, st.UpdatedReadyPods, st.UnavailablePods, st.ExcludedPods)
+	fmt.Fprintln(w, "Conditions:")
+	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range st.Conditions {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return w.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError("%s takes no arguments; got %q (the input goes in -f)", cmd.Name(), strings.Join(args, " "))
+	}
+	return nil
+}

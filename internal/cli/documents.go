@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// Document is one object read from the input, and where it came from.
+type Document struct {
+	Object *unstructured.Unstructured
+	// Source is "FILE document N" for messages.
+	Source string
+}
+
+// ReadDocuments reads every object of a YAML or JSON stream (multi-document YAML, a JSON
+// object, or a List), in order. Empty documents are skipped.
+func ReadDocuments(r io.Reader, name string) ([]Document, error) {
+	if name == "-" {
+		name = "standard input"
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var docs []Document
+	for n := 1; ; n++ {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return docs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s document %d: not valid YAML or JSON: %w", name, n, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: m}
+		source := fmt.Sprintf("%s document %d", name, n)
+		if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%s: no apiVersion and kind; every document must be a Kubernetes object", source)
+		}
+		docs = append(docs, Document{Object: obj, Source: source})
+	}
+}
+
+// templatePaths says where each workload kind keeps its pod template; a Pod is its own.
+var templatePaths = map[schema.GroupKind][]string{
+	{Kind: "Pod"}:                        nil,
+	{Kind: "ReplicationController"}:      {"spec", "template"},
+	{Group: "apps", Kind: "Deployment"}:  {"spec", "template"},
+	{Group: "apps", Kind: "StatefulSet"}: {"spec", "template"},
+	{Group: "apps", Kind: "DaemonSet"}:   {"spec", "template"},
+	{Group: "apps", Kind: "ReplicaSet"}:  {"spec", "template"},
+	{Group: "batch", Kind: "Job"}:        {"spec", "template"},
+	{Group: "batch", Kind: "CronJob"}:    {"spec", "jobTemplate", "spec", "template"},
+}
+
+// SupportedKinds names the kinds inject and explain read pods from, for messages.
+const SupportedKinds = "Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob"
+
+// PodOf is the pod a document describes: the Pod itself, or a workload's pod template as a Pod
+// in the workload's namespace. ok is false for a known kind without pods (a Service), which is
+// passed through; an unknown kind is an error.
+type PodOf struct {
+	// Raw is the pod's JSON.
+	Raw []byte
+	// Namespace is where the pod would be created.
+	Namespace string
+	// Name names the document in messages: "Deployment shop/web".
+	Name string
+
+	doc  *unstructured.Unstructured
+	path []string
+}
+
+// Pod returns the pod a document describes; defaultNamespace applies when it names none.
+func Pod(doc *unstructured.Unstructured, defaultNamespace string) (*PodOf, bool, error) {
+	gvk := doc.GroupVersionKind()
+	path, ok := templatePaths[gvk.GroupKind()]
+	if !ok {
+		if known(gvk) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("unknown kind %s %q: inject reads %s, and passes other Kubernetes objects through unchanged",
+			doc.GetAPIVersion(), gvk.Kind, SupportedKinds)
+	}
+	ns := doc.GetNamespace()
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	p := &PodOf{Namespace: ns, Name: fmt.Sprintf("%s %s/%s", gvk.Kind, ns, doc.GetName()), doc: doc, path: path}
+	pod := doc.Object
+	if path != nil {
+		tmpl, found, err := unstructured.NestedMap(doc.Object, path...)
+		if err != nil || !found {
+			return nil, false, fmt.Errorf("%s: %s is missing or not an object", p.Name, strings.Join(path, "."))
+		}
+		meta, _ := tmpl["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		pod = map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]}
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	p.Raw = raw
+	return p, true, nil
+}
+
+// known reports whether a kind is one Kubernetes or this operator defines.
+func known(gvk schema.GroupVersionKind) bool {
+	return clientgoscheme.Scheme.Recognizes(gvk) || scheme.Recognizes(gvk)
+}
+
+// Replace writes the pod's JSON back into the document it came from.
+func (p *PodOf) Replace(raw []byte) error {
+	var pod map[string]any
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		return err
+	}
+	if p.path == nil {
+		p.doc.Object = pod
+		return nil
+	}
+	tmpl, _, err := unstructured.NestedMap(p.doc.Object, p.path...)
+	if err != nil {
+		return err
+	}
+	tmpl["metadata"] = pod["metadata"]
+	tmpl["spec"] = pod["spec"]
+	return unstructured.SetNestedMap(p.doc.Object, tmpl, p.path...)
+}
+
+// Inject runs the webhook on every pod the documents describe and writes the results into
+// them. It reports, per document that holds a pod, what happened; it stops at the first
+// refusal or error, naming the document.
+func (e *Engine) Inject(ctx context.Context, docs []Document, defaultNamespace string, report func(string)) error {
+	for _, d := range docs {
+		if err := e.injectObject(ctx, d.Object, defaultNamespace, d.Source, report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) injectObject(ctx context.Context, obj *unstructured.Unstructured, defaultNamespace, source string, report func(string)) error {
+	if obj.IsList() {
+		list, err := obj.ToList()
+		if err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		for i := range list.Items {
+			if err := e.injectObject(ctx, &list.Items[i], defaultNamespace, fmt.Sprintf("%s item %d", source, i), report); err != nil {
+				return err
+			}
+		}
+		return unstructured.SetNestedSlice(obj.Object, listItems(list), "items")
+	}
+	p, ok, err := Pod(obj, defaultNamespace)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if !ok {
+		return nil
+	}
+	out, outcome, err := e.InjectPod(ctx, p.Raw, p.Namespace)
+	for _, w := range outcome.Warnings {
+		report(fmt.Sprintf("%s: warning: %s", p.Name, w))
+	}
+	if err != nil {
+		return fmt.Errorf("%s (%s): %w", source, p.Name, err)
+	}
+	if !outcome.Changed {
+		report(fmt.Sprintf("%s: unchanged: %s", p.Name, outcome.Message))
+		return nil
+	}
+	report(fmt.Sprintf("%s: injected %s", p.Name, strings.Join(injectedSets(out), ", ")))
+	return p.Replace(out)
+}
+
+func listItems(list *unstructured.UnstructuredList) []any {
+	items := make([]any, len(list.Items))
+	for i := range list.Items {
+		items[i] = list.Items[i].Object
+	}
+	return items
+}
+
+// injectedSets names the SidecarSets a pod's status annotation records.
+func injectedSets(raw []byte) []string {
+	var pod struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &pod) != nil {
+		return nil
+	}
+	records, err := inject.ParseRecords(pod.Metadata.Annotations)
+	if err != nil {
+		return nil
+	}
+	return records.Names()
+}

@@ -1,0 +1,239 @@
+// Package explain says, for one Pod, what every SidecarSet does to it and why: the answer to
+// "why did my pod not get the sidecar?" without reading the operator's logs. It asks the same
+// engine and snapshot the webhook uses, so an explanation cannot disagree with an admission.
+package explain
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+)
+
+// Verdict is what a SidecarSet does to a Pod. The values are stable: scripts may read them.
+type Verdict string
+
+// Verdicts, from the first reason that applies.
+const (
+	// Injects: the set injects into the Pod (at creation, for a Pod that exists).
+	Injects Verdict = "Injects"
+	// NamespaceExcluded: the Pod's namespace is never injected (the operator's own namespace,
+	// kube-system, or opted out with sidecarset.io/injection=disabled).
+	NamespaceExcluded Verdict = "NamespaceExcluded"
+	// NotOptedIn: the Pod lacks the opt-in label; the API server never calls the webhook.
+	NotOptedIn Verdict = "NotOptedIn"
+	// Invalid: the set cannot be compiled and injects nothing.
+	Invalid Verdict = "Invalid"
+	// Stopped: the set conflicts with an older set and injects nothing while it lasts.
+	Stopped Verdict = "Stopped"
+	// SelectorMismatch: the set's selector does not match the Pod's labels.
+	SelectorMismatch Verdict = "SelectorMismatch"
+	// NamespaceMismatch: the set's namespaceSelector does not match the namespace's labels.
+	NamespaceMismatch Verdict = "NamespaceMismatch"
+	// Paused: the set matches but its injection is paused.
+	Paused Verdict = "Paused"
+	// Refused: injecting the set would clash with the Pod or another set; the webhook denies
+	// the Pod.
+	Refused Verdict = "Refused"
+	// RefusedWithOthers: the set would inject, but the Pod is denied because of another set.
+	RefusedWithOthers Verdict = "RefusedWithOthers"
+)
+
+// Explanation is one SidecarSet's verdict on a Pod.
+type Explanation struct {
+	SidecarSet string
+	Verdict    Verdict
+	// Why says what decided the verdict and, where there is one, the fix.
+	Why string
+	// Sidecars, for a Pod that exists and that the set injected, says whether they are the
+	// set's current content and, if not, what keeps them outdated. Empty otherwise.
+	Sidecars string
+}
+
+// Pod is what Explain needs to know about one Pod.
+type Pod struct {
+	Pod *corev1.Pod
+	// NamespaceLabels are the labels of the Pod's namespace.
+	NamespaceLabels map[string]string
+	// Existing is true for a Pod read from the cluster: its sidecars are then compared with
+	// the sets' current content.
+	Existing bool
+}
+
+// Options are the cluster's settings the webhook runs with.
+type Options struct {
+	// ExcludedNamespaces are never injected (the operator's own namespace, kube-system).
+	ExcludedNamespaces sets.Set[string]
+	// Injected returns the set as it was when it injected a Pod (its stored revision of the
+	// hash), or nil when it is not known; it lets Explain name edits made since injection.
+	Injected func(c *inject.CompiledSet, hash string) *inject.CompiledSet
+}
+
+// Explain returns one Explanation per SidecarSet of the snapshot, invalid ones included,
+// sorted by name.
+func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
+	pod := p.Pod
+	var out []Explanation
+	add := func(name string, v Verdict, why string) {
+		out = append(out, Explanation{SidecarSet: name, Verdict: v, Why: why})
+	}
+	everyone := func(v Verdict, why string) []Explanation {
+		for _, c := range snap.Valid {
+			add(c.Name(), v, why)
+		}
+		for name := range snap.Invalid {
+			add(name, v, why)
+		}
+		return sorted(out)
+	}
+	switch {
+	case opts.ExcludedNamespaces.Has(pod.Namespace):
+		return everyone(NamespaceExcluded, fmt.Sprintf("namespace %s is never injected (the operator's own namespace and kube-system are not)", pod.Namespace))
+	case p.NamespaceLabels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled:
+		return everyone(NamespaceExcluded, fmt.Sprintf("namespace %s is labelled %s=%s; remove the label to allow injection",
+			pod.Namespace, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled))
+	case !inject.OptedIn(pod.Labels):
+		return everyone(NotOptedIn, fmt.Sprintf("the pod does not carry the label %s=%s; the API server calls the webhook only for pods that do",
+			appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue))
+	}
+
+	for name, err := range snap.Invalid {
+		add(name, Invalid, fmt.Sprintf("the SidecarSet is invalid and injects nothing: %v", err))
+	}
+	injecting := sets.New[string]()
+	for _, c := range snap.Sets {
+		injecting.Insert(c.Name())
+	}
+	for _, c := range snap.Valid {
+		switch {
+		case injecting.Has(c.Name()):
+			continue
+		case !c.SelectsPod(pod.Labels):
+			add(c.Name(), SelectorMismatch, selectorWhy(c))
+			continue
+		}
+		for _, conflict := range snap.Conflicts[c.Name()] {
+			if conflict.Stopped {
+				add(c.Name(), Stopped, fmt.Sprintf("it conflicts with the older SidecarSet %q (%s) and injects nothing until that is fixed",
+					conflict.With, strings.Join(conflict.Fields, "; ")))
+				break
+			}
+		}
+	}
+
+	candidates := inject.Candidates(snap.Sets, pod.Labels)
+	for _, c := range snap.Sets {
+		if !slices.Contains(candidates, c) {
+			add(c.Name(), SelectorMismatch, selectorWhy(c))
+		}
+	}
+	if len(candidates) == 0 {
+		return sorted(out)
+	}
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, Known: snap.Get})
+	var refused *inject.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		refused = &inject.RefusedError{Detail: err.Error()}
+	}
+	if refused != nil {
+		for _, c := range candidates {
+			switch reason := c.Match(pod.Labels, p.NamespaceLabels); {
+			case reason == inject.NamespaceMismatch:
+				add(c.Name(), NamespaceMismatch, namespaceWhy(c, pod.Namespace))
+			case c.Set.Spec.InjectionStrategy.Paused:
+				add(c.Name(), Paused, pausedWhy)
+			case refused.SidecarSet == "" || refused.SidecarSet == c.Name():
+				add(c.Name(), Refused, "the webhook denies the pod: "+refused.Error())
+			default:
+				add(c.Name(), RefusedWithOthers, fmt.Sprintf("it would inject, but the webhook denies the pod because of SidecarSet %q: %s", refused.SidecarSet, refused.Error()))
+			}
+		}
+		return sorted(out)
+	}
+	for _, name := range res.Injected {
+		c, _ := snap.Get(name)
+		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: injectsWhy(c), Sidecars: sidecars(snap, p, c, candidates, opts)})
+	}
+	for _, s := range res.Skipped {
+		c, _ := snap.Get(s.SidecarSet)
+		switch s.Reason {
+		case inject.NamespaceMismatch:
+			add(s.SidecarSet, NamespaceMismatch, namespaceWhy(c, pod.Namespace))
+		case inject.InjectionPaused:
+			out = append(out, Explanation{SidecarSet: s.SidecarSet, Verdict: Paused, Why: pausedWhy, Sidecars: sidecars(snap, p, c, candidates, opts)})
+		default:
+			add(s.SidecarSet, Verdict(s.Reason), string(s.Reason))
+		}
+	}
+	return sorted(out)
+}
+
+const pausedWhy = "spec.injectionStrategy.paused is true: new pods get nothing from it, pods it injected keep their sidecars"
+
+func selectorWhy(c *inject.CompiledSet) string {
+	return fmt.Sprintf("spec.selector %s does not match the pod's labels", metav1.FormatLabelSelector(c.Set.Spec.Selector))
+}
+
+func namespaceWhy(c *inject.CompiledSet, ns string) string {
+	return fmt.Sprintf("spec.namespaceSelector %s does not match the labels of namespace %s", metav1.FormatLabelSelector(c.Set.Spec.NamespaceSelector), ns)
+}
+
+func injectsWhy(c *inject.CompiledSet) string {
+	var names []string
+	for _, l := range [][]appsv1alpha1.SidecarContainer{c.Set.Spec.InitContainers, c.Set.Spec.Containers} {
+		for _, sc := range l {
+			names = append(names, sc.Name)
+		}
+	}
+	return fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
+}
+
+// sidecars compares what the set injected into an existing Pod with the set's content.
+func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates []*inject.CompiledSet, opts Options) string {
+	if !p.Existing || c == nil {
+		return ""
+	}
+	hash, ok := inject.InjectedHash(p.Pod.Annotations, c.Name())
+	switch {
+	case !ok:
+		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
+	case hash == c.Hash:
+		return "current (hash " + hash + ")"
+	case c.Set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate:
+		return fmt.Sprintf("outdated (hash %s, the set is at %s): spec.updateStrategy.type is %s, so running pods keep their sidecars; recreate the pod or use RollingUpdate",
+			hash, c.Hash, orDefault(string(c.Set.Spec.UpdateStrategy.Type), string(appsv1alpha1.NotUpdate)))
+	}
+	var injected *inject.CompiledSet
+	if opts.Injected != nil {
+		injected = opts.Injected(c, hash)
+	}
+	u, err := inject.UpdateInPlace(inject.Input{Pod: p.Pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, Known: snap.Get}, c.Name(), injected)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("outdated (hash %s, the set is at %s): %v", hash, c.Hash, err)
+	case len(u.Blocked) > 0:
+		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place: %s", hash, c.Hash, strings.Join(u.Blocked, "; "))
+	}
+	return fmt.Sprintf("outdated (hash %s, the set is at %s): the rolling update will update it in place (see `kubectl sidecarset status %s` for partition, pause and budget)",
+		hash, c.Hash, c.Name())
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func sorted(out []Explanation) []Explanation {
+	slices.SortFunc(out, func(a, b Explanation) int { return strings.Compare(a.SidecarSet, b.SidecarSet) })
+	return out
+}

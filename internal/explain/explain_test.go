@@ -1,0 +1,128 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+)
+
+func agentSet(image string, strategy appsv1alpha1.UpdateStrategyType) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Generation: 1},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Containers:     []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: image}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: strategy},
+		},
+	}
+}
+
+func snapshotOf(t *testing.T, set *appsv1alpha1.SidecarSet) *snapshot.Snapshot {
+	t.Helper()
+	store := snapshot.NewStore()
+	store.Upsert(set)
+	return store.Load()
+}
+
+// injectedPod is a pod the set injected, as the webhook left it.
+func injectedPod(t *testing.T, set *appsv1alpha1.SidecarSet) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "shop", Labels: map[string]string{"app": "web", appsv1alpha1.InjectLabel: "true"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1"}}},
+	}
+	c, err := inject.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: []*inject.CompiledSet{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Pod()
+}
+
+// TestSidecarsOfExistingPods: for a pod that exists, the set's verdict says whether its
+// sidecars are current and, when not, what keeps them outdated.
+func TestSidecarsOfExistingPods(t *testing.T) {
+	v1Rolling := agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate)
+	edited := injectedPod(t, v1Rolling)
+	edited.Spec.Containers[1].Image = "registry.example/agent:hotfix"
+	notInjected := injectedPod(t, v1Rolling)
+	delete(notInjected.Annotations, appsv1alpha1.StatusAnnotation)
+	notInjected.Spec.Containers = notInjected.Spec.Containers[:1]
+
+	for _, tc := range []struct {
+		name     string
+		set      *appsv1alpha1.SidecarSet
+		pod      *corev1.Pod
+		injected *appsv1alpha1.SidecarSet // the revision the pod was injected at, when known
+		want     []string
+	}{
+		{"current", v1Rolling, injectedPod(t, v1Rolling), nil, []string{"current (hash " + inject.Hash(&v1Rolling.Spec) + ")"}},
+		{"outdated, NotUpdate", agentSet("registry.example/agent:2.0", appsv1alpha1.NotUpdate), injectedPod(t, v1Rolling), nil,
+			[]string{"outdated", "spec.updateStrategy.type is NotUpdate", "recreate the pod"}},
+		{"outdated, updatable", agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate), injectedPod(t, v1Rolling), nil,
+			[]string{"outdated", "the rolling update will update it in place"}},
+		{"outdated, edited since injection", agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate), edited, v1Rolling,
+			[]string{"not updatable in place", "spec.containers[agent].image: changed since injection"}},
+		{"not injected", v1Rolling, notInjected, nil, []string{"not injected", "recreate it to inject"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{ExcludedNamespaces: sets.New("kube-system")}
+			if tc.injected != nil {
+				opts.Injected = func(*inject.CompiledSet, string) *inject.CompiledSet {
+					c, err := inject.Compile(tc.injected)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return c
+				}
+			}
+			got := Explain(snapshotOf(t, tc.set), Pod{Pod: tc.pod, Existing: true}, opts)
+			if len(got) != 1 || got[0].Verdict != Injects {
+				t.Fatalf("explanations %+v, want one Injects", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got[0].Sidecars, w) {
+					t.Errorf("sidecars %q, want it to contain %q", got[0].Sidecars, w)
+				}
+			}
+			// A pod that does not exist yet says nothing about sidecars.
+			if fresh := Explain(snapshotOf(t, tc.set), Pod{Pod: tc.pod}, opts); fresh[0].Sidecars != "" {
+				t.Errorf("a pod from a file got a sidecars verdict: %q", fresh[0].Sidecars)
+			}
+		})
+	}
+}
+
+// TestNamespaceVerdicts: the excluded namespaces and the opt-out label decide for every set.
+func TestNamespaceVerdicts(t *testing.T) {
+	snap := snapshotOf(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
+	pod := injectedPod(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
+	opts := Options{ExcludedNamespaces: sets.New("kube-system", "sidecarset-system")}
+	for _, tc := range []struct {
+		namespace string
+		labels    map[string]string
+		want      Verdict
+		why       string
+	}{
+		{"sidecarset-system", nil, NamespaceExcluded, "never injected"},
+		{"shop", map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled}, NamespaceExcluded, "remove the label"},
+		{"shop", nil, Injects, "selected"},
+	} {
+		p := pod.DeepCopy()
+		p.Namespace = tc.namespace
+		got := Explain(snap, Pod{Pod: p, NamespaceLabels: tc.labels}, opts)
+		if len(got) != 1 || got[0].Verdict != tc.want || !strings.Contains(got[0].Why, tc.why) {
+			t.Errorf("namespace %s %v: %+v, want %s (%q)", tc.namespace, tc.labels, got, tc.want, tc.why)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/cli"
+)
+
+// plugin runs kubectl-sidecarset against the suite's API server.
+func plugin(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append(args, "--kubeconfig", adminKubeconfig, "--operator-namespace", operatorNamespace)
+	code = cli.Run(ctx, args, genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// dryRunCreate creates the pod through the whole admission chain, webhook included, without
+// storing it, and returns what would be stored, made comparable across the two ways a pod can
+// get its sidecars: the names the chain generates are fixed, volumes are sorted by name and
+// LimitRanger's note is dropped. With the webhook, the in-tree plugins run before it (the
+// ServiceAccount volume lands before the sidecars') and again after it (LimitRanger's note then
+// lists only the sidecars); with the plugin's output they run once on the injected pod.
+func dryRunCreate(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	got := pod.DeepCopy()
+	must(t, k8s.Create(ctx, got, client.DryRunAll))
+	got.ObjectMeta = metav1.ObjectMeta{Name: got.Name, Namespace: got.Namespace, Labels: got.Labels, Annotations: got.Annotations}
+	for _, l := range [][]corev1.Container{got.Spec.InitContainers, got.Spec.Containers} {
+		for i := range l {
+			for j := range l[i].VolumeMounts {
+				if strings.HasPrefix(l[i].VolumeMounts[j].Name, "kube-api-access-") {
+					l[i].VolumeMounts[j].Name = "kube-api-access"
+				}
+			}
+		}
+	}
+	for i := range got.Spec.Volumes {
+		if strings.HasPrefix(got.Spec.Volumes[i].Name, "kube-api-access-") {
+			got.Spec.Volumes[i].Name = "kube-api-access"
+		}
+	}
+	slices.SortFunc(got.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
+	delete(got.Annotations, "kubernetes.io/limit-ranger")
+	return got
+}
+
+// TestPluginInjectMatchesWebhook: `inject -f` on a Pod and on a Deployment's template gives
+// what the webhook gives the same pod through the production admission chain: creating the
+// plugin's output stores exactly what creating the input stores (the webhook then finds it
+// already injected).
+func TestPluginInjectMatchesWebhook(t *testing.T) {
+	ns := limitRangeNamespace(t)
+	createSet(t, chainSet("plugin", "plugin"))
+	pod := appPod(ns, "plugin-0", "plugin", true)
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	podYAML, err := yaml.Marshal(pod)
+	must(t, err)
+	deployment := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: plugin, namespace: ` + ns + `}
+spec:
+  selector: {matchLabels: {app: plugin}}
+  template:
+    metadata:
+      labels: {app: plugin, sidecarset.io/inject: "true"}
+    spec:
+      containers:
+      - {name: app, image: registry.example/app:1.0}
+`
+	code, out, stderr := plugin(t, string(podYAML)+"---\n"+deployment, "inject", "-f", "-")
+	if code != 0 {
+		t.Fatalf("inject: exit %d: %s", code, stderr)
+	}
+	docs := strings.Split(out, "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("inject printed %d documents, want 2:\n%s", len(docs), out)
+	}
+	var injected corev1.Pod
+	must(t, yaml.UnmarshalStrict([]byte(docs[0]), &injected))
+	if diff := cmp.Diff(dryRunCreate(t, pod), dryRunCreate(t, &injected)); diff != "" {
+		t.Errorf("the webhook stores a different pod than the plugin's output gives (-webhook +plugin):\n%s", diff)
+	}
+	if names := containerNames(injected.Spec.Containers); !cmp.Equal(names, []string{"app", "plugin-agent"}) {
+		t.Errorf("plugin output containers %v", names)
+	}
+
+	var dep struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	must(t, yaml.Unmarshal([]byte(docs[1]), &dep))
+	asPod := func(tmpl corev1.PodTemplateSpec) *corev1.Pod {
+		meta := tmpl.ObjectMeta
+		meta.Name, meta.Namespace = "plugin-template", ns
+		return &corev1.Pod{ObjectMeta: meta, Spec: tmpl.Spec}
+	}
+	var original struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	must(t, yaml.Unmarshal([]byte(deployment), &original))
+	if diff := cmp.Diff(dryRunCreate(t, asPod(original.Spec.Template)), dryRunCreate(t, asPod(dep.Spec.Template))); diff != "" {
+		t.Errorf("the Deployment's template: the webhook stores a different pod (-webhook +plugin):\n%s", diff)
+	}
+}
+
+// TestPluginRefusesAsTheWebhookDoes: a pod the webhook denies is an error of the plugin with
+// the same message, exit code 1 and nothing printed.
+func TestPluginRefusesAsTheWebhookDoes(t *testing.T) {
+	ns := newNamespace(t, nil)
+	createSet(t, sidecarSet("plugin-deny", "plugin-deny"))
+	pod := appPod(ns, "clash", "plugin-deny", true)
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "plugin-deny-agent", Image: "registry.example/mine:1"})
+	err := k8s.Create(ctx, pod.DeepCopy())
+	if err == nil {
+		t.Fatal("the API server created a pod whose container clashes with the sidecar")
+	}
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	raw, yerr := yaml.Marshal(pod)
+	must(t, yerr)
+	code, out, stderr := plugin(t, string(raw), "inject", "-f", "-")
+	msg := strings.TrimSpace(stderr[strings.LastIndex(stderr, "): ")+3:])
+	if code != cli.ExitRefused || out != "" || !strings.Contains(err.Error(), msg) {
+		t.Errorf("plugin: exit %d, stdout %q, stderr %q; API server: %v", code, out, stderr, err)
+	}
+}
+
+// TestPluginExplainAndStatus: explain on a pod that exists says its sidecars are current, and
+// after the set changes (NotUpdate) that they are outdated and why; status prints the counts
+// and conditions the reconciler wrote.
+func TestPluginExplainAndStatus(t *testing.T) {
+	ns := newNamespace(t, nil)
+	set := createSet(t, sidecarSet("plugin-explain", "explained"))
+	createSet(t, sidecarSet("plugin-other", "somebody-else"))
+	pod := appPod(ns, "explained-0", "explained", true)
+	must(t, k8s.Create(ctx, pod))
+
+	code, out, stderr := plugin(t, "", "explain", "pod", pod.Name, "-n", ns)
+	if code != 0 || !contains(out, "plugin-explain   Injects", "sidecars: current", "plugin-other     SelectorMismatch") {
+		t.Errorf("explain: exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	waitForSet(t, set)
+	code, out, _ = plugin(t, "", "explain", "pod", pod.Name, "-n", ns)
+	if code != 0 || !contains(out, "sidecars: outdated", "spec.updateStrategy.type is NotUpdate") {
+		t.Errorf("explain after the update: exit %d:\n%s", code, out)
+	}
+
+	waitForCounts(t, set, counts{1, 0, 0, 0})
+	code, out, stderr = plugin(t, "", "status", set.Name)
+	if code != 0 || !contains(out, "SidecarSet plugin-explain", "matched 1, updated 0, ready 0", "PodsUpdated") {
+		t.Errorf("status: exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+	code, _, stderr = plugin(t, "", "status", "no-such-set")
+	if code != cli.ExitRefused || !strings.Contains(stderr, `SidecarSet "no-such-set" not found`) {
+		t.Errorf("status of a missing set: exit %d, %q", code, stderr)
+	}
+}
+
+// TestPluginInstallsAsKubectlPlugin: `make install-plugin` puts kubectl-sidecarset where
+// kubectl finds it, and `kubectl sidecarset` runs it.
+func TestPluginInstallsAsKubectlPlugin(t *testing.T) {
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl is not among the control-plane binaries: %v", err)
+	}
+	dir := t.TempDir()
+	run(t, "make", "-C", repoRoot(t), "install-plugin", "PLUGIN_DIR="+dir)
+	out := run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "plugin", "list")
+	if !strings.Contains(out, filepath.Join(dir, "kubectl-sidecarset")) {
+		t.Errorf("kubectl plugin list does not show the plugin:\n%s", out)
+	}
+	out = run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "sidecarset", "status", "--help")
+	if !strings.Contains(out, "status SIDECARSET") {
+		t.Errorf("kubectl sidecarset status --help:\n%s", out)
+	}
+}
+
+// repoRoot is the repository's top directory (the tests run in test/integration).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	must(t, err)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", root, err)
+	}
+	return root
+}
+
+// run runs a command and returns its combined output; a failure fails the test.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
