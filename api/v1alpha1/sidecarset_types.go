@@ -360,4 +360,11 @@ const (
 	// some outdated Pods cannot take the change in place; the message names them and the
 	// fields).
 	ConditionRollingUpdate = "RollingUpdate"
+	// ConditionReady summarises the others for `kubectl wait --for=condition=Ready`, GitOps tools
+	// and kstatus: True (reason Injecting, or InjectionPaused) when the set is valid, injects
+	// (no conflict stops it) and has no rolling update left to do; False with reason Invalid,
+	// StoppedByConflict, RollingUpdateProgressing, RollingUpdatePaused or PodsNotUpdatable
+	// otherwise. Pods' own readiness is PodsReady's, not this: a set is ready when it does its
+	// part. Its observedGeneration says which spec it describes.
+	ConditionReady = "Ready"
 )

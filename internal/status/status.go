@@ -175,9 +175,11 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 		if ro == nil {
 			ro = &Rollout{}
 		}
-		conds = append(conds, rollingCondition(set, counts, *ro))
+		rolling := rollingCondition(set, counts, *ro)
+		conds = append(conds, rolling, readyCondition(set, conflicts, &rolling))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionRollingUpdate)
+		conds = append(conds, readyCondition(set, conflicts, nil))
 	}
 	for _, c := range conds {
 		c.ObservedGeneration = gen
@@ -203,13 +205,18 @@ func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alp
 	}
 	st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
 	for i := range set.Status.Conditions {
-		if set.Status.Conditions[i].Type == appsv1alpha1.ConditionInvalid {
+		if t := set.Status.Conditions[i].Type; t == appsv1alpha1.ConditionInvalid || t == appsv1alpha1.ConditionReady {
 			st.Conditions = append(st.Conditions, *set.Status.Conditions[i].DeepCopy())
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: appsv1alpha1.ConditionInvalid, Status: metav1.ConditionTrue, Reason: "InvalidSpec",
 		Message: reason + "; it injects nothing until the spec is fixed", ObservedGeneration: set.Generation,
+		LastTransitionTime: now,
+	})
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Invalid",
+		Message: "The SidecarSet is invalid and injects nothing; see the Invalid condition", ObservedGeneration: set.Generation,
 		LastTransitionTime: now,
 	})
 	return st
@@ -320,4 +327,32 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro Rollout) metav1.Cond
 		cond.Message = progress + "; nothing left to update"
 	}
 	return cond
+}
+
+// readyCondition summarises a compiled set's conditions (see appsv1alpha1.ConditionReady).
+func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, rolling *metav1.Condition) metav1.Condition {
+	ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Injecting",
+		Message: "The SidecarSet is valid and injects new matching pods"}
+	if set.Set.Spec.InjectionStrategy.Paused {
+		ready.Reason, ready.Message = "InjectionPaused", "The SidecarSet is valid; injection is paused by spec.injectionStrategy.paused"
+	}
+	for _, c := range conflicts {
+		if c.Stopped {
+			ready.Status, ready.Reason = metav1.ConditionFalse, "StoppedByConflict"
+			ready.Message = fmt.Sprintf("The SidecarSet injects nothing while it conflicts with the older SidecarSet %q; see the Conflict condition", c.With)
+			return ready
+		}
+	}
+	if rolling != nil {
+		switch rolling.Reason {
+		case "Progressing", "Paused", "PodsNotUpdatable":
+			reason := rolling.Reason
+			if reason != "PodsNotUpdatable" {
+				reason = "RollingUpdate" + reason
+			}
+			ready.Status, ready.Reason = metav1.ConditionFalse, reason
+			ready.Message = "Running pods are not all updated: " + rolling.Message
+		}
+	}
+	return ready
 }

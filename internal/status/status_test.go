@@ -259,6 +259,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPodsUpdated: {"All 4 matched pods"}},
 	}, {
@@ -268,6 +269,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionTrue, "PausedBySpec", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "InjectionPaused", now),
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPaused: {"spec.injectionStrategy.paused"}},
 	}, {
@@ -277,6 +279,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionFalse, "PodsOutdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionFalse, "PodsNotReady", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"2 of 5 matched pods", "rollout restart"},
@@ -288,6 +291,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)"},
@@ -299,6 +303,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)", "spec.namespaceSelector (team=shop)"},
@@ -310,6 +315,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"2 selected pods are in such excluded namespaces (status.excludedPods)", "sidecarset.io/injection=disabled"},
@@ -323,6 +329,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionFalse, "PodsOutdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionFalse, "PodsNotReady", now),
 			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "StoppedByConflict", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionFalse, "StoppedByConflict", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionConflict: {`injects nothing while it conflicts with the older SidecarSet "mesh"`, `spec.containers[0].name: Invalid value: "proxy": clash`},
@@ -339,6 +346,7 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
 			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "ConflictWithNewer", now),
+			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionConflict: {`the newer SidecarSet "a-new" conflicts with this one and injects nothing until the conflict is resolved (spec.volumes[0].name: x); the newer SidecarSet "b-new"`},
@@ -391,6 +399,7 @@ func TestComputeTransitions(t *testing.T) {
 		{Type: "Custom", Status: metav1.ConditionTrue, Reason: "Mine", ObservedGeneration: 1, // not ours
 			LastTransitionTime: then},
 		cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now), // new
+		cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),        // new
 	})
 	if c := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionPaused); c == nil || c.Message == "m" {
 		t.Errorf("Paused message not refreshed: %q", messageOf(c))
@@ -498,7 +507,7 @@ func TestInvalid(t *testing.T) {
 	set.Generation = 4
 	set.Status.MatchedPods = 3
 	st := Invalid(set, fmt.Errorf("spec.selector: bad operator"), now)
-	if st.MatchedPods != 0 || st.ObservedGeneration != 4 || len(st.Conditions) != 1 {
+	if st.MatchedPods != 0 || st.ObservedGeneration != 4 || len(st.Conditions) != 2 {
 		t.Fatalf("status = %+v", st)
 	}
 	got := st.Conditions[0]
@@ -506,7 +515,13 @@ func TestInvalid(t *testing.T) {
 		!strings.Contains(got.Message, "bad operator") || !got.LastTransitionTime.Equal(&now) {
 		t.Errorf("condition = %+v", got)
 	}
+	if r := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse || r.Reason != "Invalid" || r.ObservedGeneration != 4 {
+		t.Errorf("Ready = %+v, want False (Invalid) at generation 4", r)
+	}
 	valid := Compute(c, Counts{}, nil, nil, st.Conditions, now)
+	if r := meta.FindStatusCondition(valid.Conditions, appsv1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue || !r.LastTransitionTime.Equal(&now) {
+		t.Errorf("Ready once valid again = %+v, want True", r)
+	}
 	if meta.FindStatusCondition(valid.Conditions, appsv1alpha1.ConditionInvalid) != nil {
 		t.Errorf("Compute kept the Invalid condition: %+v", valid.Conditions)
 	}
@@ -578,18 +593,19 @@ func TestRollingUpdateCondition(t *testing.T) {
 		ro                   *Rollout
 		wantStatus           metav1.ConditionStatus // "" when the condition must be absent
 		wantReason, wantText string
+		wantReady            string // the Ready condition's reason
 	}{
-		{"NotUpdate has no condition", compiledSet(t, "log-agent", nil), &Rollout{}, "", "", ""},
+		{"NotUpdate has no condition", compiledSet(t, "log-agent", nil), &Rollout{}, "", "", "", "Injecting"},
 		{"progressing", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Update: []int{1}, Waiting: 1, MaxUnavailable: 1}},
-			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash"},
+			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash", "RollingUpdateProgressing"},
 		{"waiting for the budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Waiting: 2, MaxUnavailable: 1, Keep: 1}},
-			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 1 unavailable of at most 1"},
+			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 1 unavailable of at most 1", "RollingUpdateProgressing"},
 		{"paused", compiledSet(t, "log-agent", nil, rolling(true)), &Rollout{Plan: rollout.Plan{Waiting: 2}},
-			metav1.ConditionTrue, "Paused", "2 pods wait"},
+			metav1.ConditionTrue, "Paused", "2 pods wait", "RollingUpdatePaused"},
 		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
-			metav1.ConditionFalse, "PodsNotUpdatable", "6 pods cannot be updated in place and keep their sidecars until recreated: shop/a: spec.containers[log-agent].env: changed; shop/b: x; shop/c: x; shop/d: x; shop/e: x; and 1 more"},
+			metav1.ConditionFalse, "PodsNotUpdatable", "6 pods cannot be updated in place and keep their sidecars until recreated: shop/a: spec.containers[log-agent].env: changed; shop/b: x; shop/c: x; shop/d: x; shop/e: x; and 1 more", "PodsNotUpdatable"},
 		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), nil,
-			metav1.ConditionFalse, "Complete", "nothing left to update"},
+			metav1.ConditionFalse, "Complete", "nothing left to update", "Injecting"},
 	}
 	now := metav1.NewTime(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC))
 	for _, tt := range tests {
@@ -597,6 +613,10 @@ func TestRollingUpdateCondition(t *testing.T) {
 			st := Compute(tt.set, counts, nil, tt.ro, nil, now)
 			if st.UnavailablePods != 1 {
 				t.Errorf("unavailablePods = %d, want 1", st.UnavailablePods)
+			}
+			ready := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionReady)
+			if wantTrue := tt.wantReady == "Injecting"; ready == nil || ready.Reason != tt.wantReady || (ready.Status == metav1.ConditionTrue) != wantTrue {
+				t.Errorf("Ready %+v, want reason %s", ready, tt.wantReady)
 			}
 			c := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionRollingUpdate)
 			if tt.wantStatus == "" {

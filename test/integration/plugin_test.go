@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -213,4 +214,19 @@ func run(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// TestKubectlWaitForReady: the Ready summary condition makes `kubectl wait
+// --for=condition=Ready` work on a SidecarSet, at its current generation.
+func TestKubectlWaitForReady(t *testing.T) {
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	set := createSet(t, sidecarSet("wait-ready", "wait-ready"))
+	run(t, kubectl, "--kubeconfig", adminKubeconfig, "wait", "--for=condition=Ready", "--timeout=20s", "sidecarset/"+set.Name)
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	run(t, kubectl, "--kubeconfig", adminKubeconfig, "wait", "--for=condition=Ready", "--timeout=20s", "sidecarset/"+set.Name)
+	var got appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
+	if c := meta.FindStatusCondition(got.Status.Conditions, appsv1alpha1.ConditionReady); c == nil || c.ObservedGeneration != got.Generation {
+		t.Errorf("Ready %+v at generation %d", c, got.Generation)
+	}
 }
