@@ -74,6 +74,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			r.memory.drop(req.Name)
 			r.tally.Forget(req.Name)
 			r.written.forget(req.Name)
+			unexport(req.Name)
 			if err := r.Upgrade.Note(ctx, req.Name, false, ""); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -91,6 +92,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if stale {
 		result.RequeueAfter = time.Second
 	}
+	export(set.Name, &want)
 	if !r.written.needed(&set, &set.Status, &want) {
 		return result, nil
 	}
@@ -104,6 +106,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
 	}
 	r.written.note(updated)
+	r.announce(updated, &set.Status, &want)
 	return result, nil
 }
 

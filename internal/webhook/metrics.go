@@ -18,16 +18,17 @@ var (
 		Name: "sidecarset_pod_admissions_total",
 		Help: "Pod admissions by the sidecar injector, by result (injected, skipped, denied, error) and reason.",
 	}, []string{"result", "reason"})
-	injections = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sidecarset_injections_total",
-		Help: "Pods injected, by SidecarSet.",
-	}, []string{"sidecarset"})
+	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sidecarset_pod_decisions_total",
+		Help: "What each SidecarSet whose selector matched an opted-in pod did with it: result injected (reason Injected), " +
+			"skipped (reason AlreadyInjected, NamespaceMismatch or Paused) or denied (reason Conflict).",
+	}, []string{"sidecarset", "result", "reason"})
 )
 
 func init() {
 	// controller-runtime's registry is served on the manager's metrics endpoint, next to its
 	// own webhook latency histogram (controller_runtime_webhook_latency_seconds).
-	metrics.Registry.MustRegister(admissions, injections)
+	metrics.Registry.MustRegister(admissions, decisions)
 }
 
 // Reasons for the reason label.

@@ -170,14 +170,23 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Adm
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
+		if refused.SidecarSet != "" {
+			decisions.WithLabelValues(refused.SidecarSet, resultDenied, reasonConflict).Inc()
+		}
 		return admission.Denied(refused.Error())
 	} else if err != nil {
 		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	for _, s := range res.Skipped {
+		decisions.WithLabelValues(s.SidecarSet, resultSkipped, string(s.Reason)).Inc()
+	}
 	if !res.Changed() {
 		if len(res.Injected) == 0 {
 			return skip(reasonNoMatch, "no SidecarSet injects into this pod").WithWarnings(res.Warnings...)
+		}
+		for _, name := range res.Injected {
+			decisions.WithLabelValues(name, resultSkipped, reasonUnchanged).Inc()
 		}
 		return skip(reasonUnchanged, "already injected").WithWarnings(res.Warnings...)
 	}
@@ -192,7 +201,7 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Adm
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	for _, name := range res.Injected {
-		injections.WithLabelValues(name).Inc()
+		decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
 	res.Warnings = append(res.Warnings, h.podSecurityWarnings(raw, in, res)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()

@@ -333,9 +333,9 @@ func TestPodInjectorMetrics(t *testing.T) {
 		name      string
 		raw       func(h *PodInjector) []byte
 		want      outcome
-		injection float64 // how much sidecarset_injections_total{sidecarset="log-agent"} moves
+		decision  outcome // the sidecarset_pod_decisions_total{sidecarset="log-agent"} series that moves by one, if any
 	}{
-		{name: "injected", raw: func(*PodInjector) []byte { return injected }, want: all[0], injection: 1},
+		{name: "injected", raw: func(*PodInjector) []byte { return injected }, want: all[0], decision: outcome{resultInjected, reasonInjected}},
 		{name: "skipped", raw: func(*PodInjector) []byte {
 			return mustMarshal(t, optedInPod("web", map[string]string{appsv1alpha1.InjectLabel: "no"}))
 		}, want: all[1]},
@@ -344,10 +344,10 @@ func TestPodInjectorMetrics(t *testing.T) {
 		}, want: all[2]},
 		{name: "skipped, already injected", raw: func(h *PodInjector) []byte {
 			return applyPatch(t, rawRequest(t, injected, "web"), handle(t, h, rawRequest(t, injected, "web")))
-		}, want: all[3]},
+		}, want: all[3], decision: outcome{resultSkipped, reasonUnchanged}},
 		{name: "denied", raw: func(*PodInjector) []byte {
 			return mustMarshal(t, optedInPod("web", map[string]string{}, corev1.Container{Name: "log-agent", Image: "other:1"}))
-		}, want: all[4]},
+		}, want: all[4], decision: outcome{resultDenied, reasonConflict}},
 		{name: "error", raw: func(*PodInjector) []byte { return []byte("[") }, want: all[5]},
 	}
 	for _, tt := range tests {
@@ -358,7 +358,10 @@ func TestPodInjectorMetrics(t *testing.T) {
 			for _, o := range all {
 				before[o] = value(t, admissions.WithLabelValues(o.result, o.reason))
 			}
-			injections0 := value(t, injections.WithLabelValues("log-agent"))
+			decisionsBefore := map[outcome]float64{}
+			for _, o := range all {
+				decisionsBefore[o] = value(t, decisions.WithLabelValues("log-agent", o.result, o.reason))
+			}
 
 			handle(t, h, req)
 
@@ -371,8 +374,14 @@ func TestPodInjectorMetrics(t *testing.T) {
 					t.Errorf("admissions{result=%q,reason=%q} moved by %v, want %v", o.result, o.reason, got, want)
 				}
 			}
-			if got := value(t, injections.WithLabelValues("log-agent")) - injections0; got != tt.injection {
-				t.Errorf("injections{sidecarset=log-agent} moved by %v, want %v", got, tt.injection)
+			for _, o := range all {
+				want := 0.0
+				if o == tt.decision {
+					want = 1
+				}
+				if got := value(t, decisions.WithLabelValues("log-agent", o.result, o.reason)) - decisionsBefore[o]; got != want {
+					t.Errorf("decisions{sidecarset=log-agent,result=%q,reason=%q} moved by %v, want %v", o.result, o.reason, got, want)
+				}
 			}
 		})
 	}

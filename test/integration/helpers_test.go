@@ -1,6 +1,7 @@
 package integration
 
 import (
+	eventsv1 "k8s.io/api/events/v1"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +124,8 @@ func webhookRequests(t *testing.T, path string) float64 {
 }
 
 // metricSum adds up the values of a metric family of this process (counters and gauges) over
-// the series whose label has the value.
-func metricSum(t *testing.T, family, label, value string) float64 {
+// the series whose labels have the values (name, value pairs).
+func metricSum(t *testing.T, family string, labels ...string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	must(t, err)
@@ -134,12 +135,21 @@ func metricSum(t *testing.T, family, label, value string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if labelValue(m, label) == value {
+			if matchesLabels(m, labels) {
 				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
 	return total
+}
+
+func matchesLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if labelValue(m, pairs[i]) != pairs[i+1] {
+			return false
+		}
+	}
+	return true
 }
 
 func labelValue(m *dto.Metric, name string) string {
@@ -158,4 +168,26 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// waitForSetEvent waits for an event on the SidecarSet with the reason and a note holding
+// every part.
+func waitForSetEvent(t *testing.T, set *appsv1alpha1.SidecarSet, reason string, parts ...string) {
+	t.Helper()
+	eventually(t, "a "+reason+" event on SidecarSet "+set.Name, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "SidecarSet" && e.Regarding.Name == set.Name {
+				seen = append(seen, e.Namespace+"/"+e.Reason+": "+e.Note)
+				if e.Reason == reason && contains(e.Note, parts...) {
+					return true, ""
+				}
+			}
+		}
+		return false, strings.Join(seen, "; ")
+	})
 }

@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 )
@@ -39,20 +37,5 @@ func TestPodSecurityStaysEffectiveOnInjectedPods(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !contains(err.Error(), "violates PodSecurity", `"privileged-agent-agent"`) {
 		t.Fatalf("creating the opted-in pod: %v; want PodSecurity's refusal naming the sidecar container", err)
 	}
-	eventually(t, "a ViolatesPodSecurity event on the SidecarSet", func() (bool, string) {
-		var list eventsv1.EventList
-		if err := k8s.List(ctx, &list); err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "SidecarSet" && e.Regarding.Name == set.Name {
-				seen = append(seen, e.Namespace+"/"+e.Reason+": "+e.Note)
-				if e.Reason == "ViolatesPodSecurity" && strings.Contains(e.Note, ns) && strings.Contains(e.Note, "privileged") {
-					return true, ""
-				}
-			}
-		}
-		return false, strings.Join(seen, "; ")
-	})
+	waitForSetEvent(t, set, "ViolatesPodSecurity", ns, "privileged")
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -67,6 +68,18 @@ func TestStatusCountsFollowPods(t *testing.T) {
 
 	setReady(t, pods[1], false)
 	waitForCounts(t, set, counts{matched: 3, updated: 3, ready: 1, updatedReady: 1})
+	// The leader exports the same numbers per set, and Ready.
+	for state, want := range map[string]float64{"matched": 3, "updated": 3, "ready": 1, "updated_ready": 1, "unavailable": 2, "excluded": 0} {
+		if got := metricSum(t, "sidecarset_pods", "sidecarset", set.Name, "state", state); got != want {
+			t.Errorf("sidecarset_pods{sidecarset=%q,state=%q} = %v, want %v", set.Name, state, got, want)
+		}
+	}
+	if got := metricSum(t, "sidecarset_ready", "sidecarset", set.Name); got != 1 {
+		t.Errorf("sidecarset_ready{sidecarset=%q} = %v, want 1", set.Name, got)
+	}
+	if got := metricSum(t, "sidecarset_pod_decisions_total", "sidecarset", set.Name, "result", "injected"); got != 3 {
+		t.Errorf("sidecarset_pod_decisions_total{sidecarset=%q,result=injected} = %v, want 3", set.Name, got)
+	}
 
 	must(t, k8s.Delete(ctx, pods[2]))
 	waitForCounts(t, set, counts{matched: 2, updated: 2, ready: 1, updatedReady: 1})
@@ -228,6 +241,7 @@ func TestStatusCountsExcludedPods(t *testing.T) {
 		})
 	}
 	waitForExcluded(0, 2)
+	waitForSetEvent(t, set, "PodsExcluded", "pods the SidecarSet selects are in namespaces that are never injected")
 	var got appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
 	if c := meta.FindStatusCondition(got.Status.Conditions, appsv1alpha1.ConditionPodsUpdated); c == nil ||
@@ -241,4 +255,28 @@ func TestStatusCountsExcludedPods(t *testing.T) {
 	must(t, k8s.Update(ctx, &nsObj))
 	waitForExcluded(1, 1)
 	waitForCounts(t, set, counts{matched: 1})
+}
+
+// TestMetricsOfDeletedSetsGo: a deleted SidecarSet's gauges are dropped, not left at their
+// last values.
+func TestMetricsOfDeletedSetsGo(t *testing.T) {
+	set := createSet(t, sidecarSet("metrics-gone", "metrics-gone"))
+	eventually(t, "the set's Ready gauge", func() (bool, string) {
+		got := metricSum(t, "sidecarset_ready", "sidecarset", set.Name)
+		return got == 1, fmt.Sprint(got)
+	})
+	must(t, k8s.Delete(ctx, set))
+	eventually(t, "the set's gauges to be dropped", func() (bool, string) {
+		families, err := metrics.Registry.Gather()
+		must(t, err)
+		var left []string
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if (f.GetName() == "sidecarset_ready" || f.GetName() == "sidecarset_pods") && labelValue(m, "sidecarset") == set.Name {
+					left = append(left, f.GetName())
+				}
+			}
+		}
+		return len(left) == 0, fmt.Sprint(left)
+	})
 }

@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+var (
+	podsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidecarset_pods",
+		Help: "Pods of each SidecarSet by state (matched, updated, ready, updated_ready, unavailable, excluded), as in its status; " +
+			"exported by the leader.",
+	}, []string{"sidecarset", "state"})
+	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidecarset_ready",
+		Help: "1 when the SidecarSet's Ready condition is True, 0 otherwise; exported by the leader.",
+	}, []string{"sidecarset"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(podsGauge, readyGauge)
+}
+
+// export sets the gauges of a set from the status it should have.
+func export(name string, st *appsv1alpha1.SidecarSetStatus) {
+	for state, v := range map[string]int32{
+		"matched": st.MatchedPods, "updated": st.UpdatedPods, "ready": st.ReadyPods,
+		"updated_ready": st.UpdatedReadyPods, "unavailable": st.UnavailablePods, "excluded": st.ExcludedPods,
+	} {
+		podsGauge.WithLabelValues(name, state).Set(float64(v))
+	}
+	ready := 0.0
+	if meta.IsStatusConditionTrue(st.Conditions, appsv1alpha1.ConditionReady) {
+		ready = 1
+	}
+	readyGauge.WithLabelValues(name).Set(ready)
+}
+
+// unexport drops the series of a deleted set.
+func unexport(name string) {
+	podsGauge.DeletePartialMatch(prometheus.Labels{"sidecarset": name})
+	readyGauge.DeleteLabelValues(name)
+}
+
+// announce records events on the SidecarSet for what changed in its status that its owner
+// should hear about: the Ready condition's reason (invalid, stopped by a conflict, rolling,
+// ready again), and selected pods appearing in namespaces that are never injected. The
+// events.k8s.io recorder aggregates repeats into a series.
+func (r *SidecarSetReconciler) announce(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
+	was, is := meta.FindStatusCondition(old.Conditions, appsv1alpha1.ConditionReady), meta.FindStatusCondition(now.Conditions, appsv1alpha1.ConditionReady)
+	if is != nil && (was == nil || was.Reason != is.Reason) {
+		kind, note := corev1.EventTypeNormal, is.Message
+		if is.Status != metav1.ConditionTrue {
+			kind = corev1.EventTypeWarning
+		}
+		// The detailed condition says more than the summary.
+		for reason, detail := range map[string]string{"Invalid": appsv1alpha1.ConditionInvalid, "StoppedByConflict": appsv1alpha1.ConditionConflict} {
+			if c := meta.FindStatusCondition(now.Conditions, detail); is.Reason == reason && c != nil {
+				note = c.Message
+			}
+		}
+		r.event(set, kind, is.Reason, "Reconcile", "%s", note)
+	}
+	if now.ExcludedPods > 0 && old.ExcludedPods == 0 {
+		r.event(set, corev1.EventTypeWarning, "PodsExcluded", "Reconcile",
+			"%d pods the SidecarSet selects are in namespaces that are never injected (kube-system, the operator's namespace, or labelled %s=%s); they get no sidecars",
+			now.ExcludedPods, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled)
+	}
+}
