@@ -330,10 +330,10 @@ func TestPodInjectorMetrics(t *testing.T) {
 		{resultSkipped, reasonUnchanged}, {resultDenied, reasonConflict}, {resultError, reasonDecode}}
 	injected := mustMarshal(t, optedInPod("web", nil))
 	tests := []struct {
-		name      string
-		raw       func(h *PodInjector) []byte
-		want      outcome
-		decision  outcome // the sidecarset_pod_decisions_total{sidecarset="log-agent"} series that moves by one, if any
+		name     string
+		raw      func(h *PodInjector) []byte
+		want     outcome
+		decision outcome // the sidecarset_pod_decisions_total{sidecarset="log-agent"} series that moves by one, if any
 	}{
 		{name: "injected", raw: func(*PodInjector) []byte { return injected }, want: all[0], decision: outcome{resultInjected, reasonInjected}},
 		{name: "skipped", raw: func(*PodInjector) []byte {
