@@ -5,6 +5,8 @@
 VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/sidecarset/sidecarset-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+# The image name config/manager/kustomization.yaml replaces (what `make deploy` and build-installer point at IMG).
+CONTROLLER_IMAGE ?= ghcr.io/sidecarset/sidecarset-operator
 
 # Tool versions (see ../shared/notes/tooling.md for why these).
 CONTROLLER_GEN_VERSION ?= v0.23.0
@@ -158,21 +160,33 @@ docker-push: ## Push the manager image (needs a container engine).
 
 ##@ Deployment
 
+.PHONY: kubectl
+kubectl: ## Use kubectl from PATH; only when there is none, build one (with the test control plane).
+	@command -v kubectl >/dev/null 2>&1 || $(MAKE) envtest
+
 .PHONY: install
-install: manifests kustomize envtest ## Install the CRD into the cluster of the current kubeconfig.
+install: kustomize kubectl ## Install the CRD into the cluster of the current kubeconfig.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize envtest ## Remove the CRD (and every SidecarSet) from the cluster.
+uninstall: kustomize kubectl ## Remove the CRD (and every SidecarSet) from the cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize envtest ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...).
+deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
+.PHONY: build-installer
+build-installer: kustomize ## Write dist/install.yaml: CRD, RBAC, manager, webhooks and the cert-manager Issuer/Certificate in one file (IMG=...).
+	@mkdir -p dist $(LOCALBIN)/installer
+	printf 'resources:\n- ../../config/default\n' > $(LOCALBIN)/installer/kustomization.yaml
+	cd $(LOCALBIN)/installer && $(KUSTOMIZE) edit set image $(CONTROLLER_IMAGE)=$(IMG)
+	$(KUSTOMIZE) build $(LOCALBIN)/installer > dist/install.yaml
+	@echo "wrote dist/install.yaml (image $(IMG)); install with: kubectl apply --server-side -f dist/install.yaml"
+
 .PHONY: undeploy
-undeploy: kustomize envtest ## Remove everything `make deploy` created, the CRD and every SidecarSet included.
+undeploy: kustomize kubectl ## Remove everything `make deploy` created, the CRD and every SidecarSet included.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools

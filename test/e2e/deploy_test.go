@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,6 +61,35 @@ func TestDeployManifests(t *testing.T) {
 		if !t.Failed() {
 			t.Logf("the API server accepted all %d objects of config/default (these under <name>%s, since they exist: %v)",
 				len(objs), dryRunSuffix, renamed)
+		}
+	})
+
+	// dist/install.yaml is config/default with the image set: the objects the dry run accepted.
+	t.Run("make build-installer writes config/default with the image", func(t *testing.T) {
+		const img = "registry.example/sidecarset-operator:e2e"
+		cmd := exec.Command("make", "build-installer", "IMG="+img)
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make build-installer: %v\n%s", err, out)
+		}
+		raw, err := os.ReadFile(filepath.Join(repoRoot(t), "dist", "install.yaml"))
+		must(t, err)
+		install := decodeYAML(t, raw)
+		want := make([]*unstructured.Unstructured, len(objs))
+		for i, obj := range objs {
+			want[i] = obj.DeepCopy()
+		}
+		dep := findRendered(t, want, "Deployment")
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		containers[0].(map[string]any)["image"] = img
+		must(t, unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers"))
+		if len(install) != len(want) {
+			t.Fatalf("dist/install.yaml has %d objects, config/default renders %d", len(install), len(want))
+		}
+		for i := range want {
+			if !equality.Semantic.DeepEqual(install[i].Object, want[i].Object) {
+				t.Errorf("dist/install.yaml object %d (%s %s) differs from config/default with the image %s", i, install[i].GetKind(), install[i].GetName(), img)
+			}
 		}
 	})
 
