@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
 )
 
@@ -112,6 +113,13 @@ func run(f flags) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	namespace := os.Getenv("POD_NAMESPACE")
+	// The Lease names the replica that leads (POD_NAME from the Downward API, else the hostname).
+	replica := os.Getenv("POD_NAME")
+	if replica == "" {
+		if replica, err = os.Hostname(); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(namespace),
@@ -121,6 +129,7 @@ func run(f flags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "sidecarset-operator.sidecarset.io",
 		LeaderElectionNamespace: f.leaderElectionNamespace,
+		LeaderElectionLabels:    map[string]string{appsv1alpha1.LeaderLabel: replica},
 		// Step down at once on shutdown so another replica takes over status without waiting
 		// for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,

@@ -120,7 +120,7 @@ cmd_operator_start() {
   mkdir -p "$STATE_DIR/operators"
   printf 'OPERATOR_WEBHOOK_PORT=%s\nOPERATOR_HEALTH_PORT=%s\nOPERATOR_MANAGER_SHA256=%s\n' \
     "$wp" "$hp" "$(manager_sha)" >"$STATE_DIR/operators/$name.env"
-  start_bg "$name" env POD_NAMESPACE="${POD_NAMESPACE:-$OPERATOR_NAMESPACE}" "$MANAGER" \
+  start_bg "$name" env POD_NAMESPACE="${POD_NAMESPACE:-$OPERATOR_NAMESPACE}" POD_NAME="$name" "$MANAGER" \
     --kubeconfig="$KUBECONFIG_FILE" --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$hp" \
     --webhook-cert-path="$WEBHOOK_DIR" --webhook-host=127.0.0.1 --webhook-port="$wp" "$@"
   backend_set "$name" "$wp" "$hp"

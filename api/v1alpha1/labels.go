@@ -35,4 +35,9 @@ const (
 	// CustomVersionLabel, set by a user on a SidecarSet, is copied onto the revision of its
 	// current content, so a revision can be named by a version of the user's choosing.
 	CustomVersionLabel = "sidecarset.io/custom-version"
+
+	// LeaderLabel is set on the operator's leader-election Lease to the name of the replica
+	// (its pod, from POD_NAME, or its hostname) that holds it: `kubectl get lease -L
+	// sidecarset.io/leader` says which pod writes status.
+	LeaderLabel = "sidecarset.io/leader"
 )

@@ -3,12 +3,12 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -220,36 +220,36 @@ const (
 	retryPeriod   = 2 * time.Second
 )
 
-// acquiredAt reads, from a replica's JSON log, when it acquired the leader lease.
-func acquiredAt(t *testing.T, name string) time.Time {
+// leaderLease reads the operator's leader-election Lease: which replica holds it (the leader
+// label the manager sets) and when it acquired it.
+func leaderLease(t *testing.T) (holder string, acquired time.Time) {
 	t.Helper()
-	for _, line := range strings.Split(operatorLog(t, name), "\n") {
-		if !strings.Contains(line, "Successfully acquired lease") {
-			continue
-		}
-		var entry struct {
-			TS time.Time `json:"ts"` // RFC 3339 with nanoseconds, as main.go configures
-		}
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Fatalf("%s log line %q: %v", name, line, err)
-		}
-		return entry.TS
+	var lease coordinationv1.Lease
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "sidecarset-operator.sidecarset.io"}, &lease))
+	if lease.Spec.AcquireTime != nil {
+		acquired = lease.Spec.AcquireTime.Time
 	}
-	t.Fatalf("%s never logged acquiring the lease", name)
-	return time.Time{}
+	return lease.Labels[appsv1alpha1.LeaderLabel], acquired
 }
 
-// leaderReplica tells which of operator-0 and operator-1 holds the lease, from their logs.
+// acquiredAt waits until the replica holds the Lease and returns when it acquired it.
+func acquiredAt(t *testing.T, name string) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, converge, name+" to hold the lease", func() (bool, string) {
+		holder, acquired := leaderLease(t)
+		at = acquired
+		return holder == name, "held by " + holder
+	})
+	return at
+}
+
+// leaderReplica tells which of operator-0 and operator-1 holds the Lease.
 func leaderReplica(t *testing.T) (leader, follower string) {
 	t.Helper()
 	eventually(t, converge, "a leader", func() (bool, string) {
-		for _, name := range []string{"operator-0", "operator-1"} {
-			if strings.Contains(operatorLog(t, name), "Successfully acquired lease") {
-				leader = name
-				return true, ""
-			}
-		}
-		return false, "no replica has logged acquiring the lease"
+		leader, _ = leaderLease(t)
+		return leader == "operator-0" || leader == "operator-1", "the lease's leader label is " + leader
 	})
 	if leader == "operator-0" {
 		return leader, "operator-1"
