@@ -35,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // deployFieldOwner owns the fields of the dry-run applies and of the cert-manager CRDs.
@@ -147,15 +149,7 @@ func applyDryRun(obj *unstructured.Unstructured) error {
 }
 
 // repoRoot is the module root, two levels above this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	must(t, err)
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod in %s: run the tests from test/e2e (make test-e2e)", root)
-	}
-	return root
-}
+var repoRoot = testutil.RepoRoot
 
 // renderDefault runs `bin/kustomize build config/default`, which is what `make deploy` applies.
 func renderDefault(t *testing.T) []*unstructured.Unstructured {

@@ -9,21 +9,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = testutil.Must
 
 // newNamespace creates a namespace and waits for its default ServiceAccount, without which
 // pods are not admitted.
@@ -40,10 +35,7 @@ func newNamespace(t testing.TB, prefix string, labels map[string]string) string 
 }
 
 func deleteIgnoreNotFound(t testing.TB, obj client.Object) {
-	t.Helper()
-	if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("deleting %s: %v", obj.GetName(), err)
-	}
+	testutil.DeleteIgnoreNotFound(ctx, t, k8s, obj)
 }
 
 // newSet creates a SidecarSet selecting app=<app> with one sidecar container.

@@ -50,18 +50,10 @@ func createSet(t *testing.T, set *appsv1alpha1.SidecarSet) *appsv1alpha1.Sidecar
 }
 
 func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := k8s.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("deleting %T %s: %v", obj, obj.GetName(), err)
-	}
+	testutil.DeleteIgnoreNotFound(ctx, t, k8s, obj)
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = testutil.Must
 
 // sidecarSet returns a valid SidecarSet selecting app=<app>, with one sidecar that mounts one
 // volume of the set.

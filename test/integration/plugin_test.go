@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/cli"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // plugin runs kubectl-sidecarset against the suite's API server.
@@ -185,36 +185,17 @@ func TestPluginInstallsAsKubectlPlugin(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run(t, "make", "-C", repoRoot(t), "install-plugin", "PLUGIN_DIR="+dir)
-	out := run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "plugin", "list")
+	out := string(run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "plugin", "list"))
 	if !strings.Contains(out, filepath.Join(dir, "kubectl-sidecarset")) {
 		t.Errorf("kubectl plugin list does not show the plugin:\n%s", out)
 	}
-	out = run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "sidecarset", "status", "--help")
+	out = string(run(t, "env", "PATH="+dir+":"+os.Getenv("PATH"), kubectl, "sidecarset", "status", "--help"))
 	if !strings.Contains(out, "status SIDECARSET") {
 		t.Errorf("kubectl sidecarset status --help:\n%s", out)
 	}
 }
 
-// repoRoot is the repository's top directory (the tests run in test/integration).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	must(t, err)
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("no go.mod at %s: %v", root, err)
-	}
-	return root
-}
-
-// run runs a command and returns its combined output; a failure fails the test.
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+var repoRoot, run = testutil.RepoRoot, testutil.Run
 
 // TestKubectlWaitForReady: the Ready summary condition makes `kubectl wait
 // --for=condition=Ready` work on a SidecarSet, at its current generation.

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -206,12 +205,7 @@ func teardown() error {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = testutil.Must
 
 // eventually polls cond every 250 ms until it holds or timeout passes, and returns how long
 // that took.
@@ -221,14 +215,4 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 }
 
 // run runs a command and returns its stdout; a failure fails the test with its stderr.
-func run(t *testing.T, name string, args ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
-	}
-	return out
-}
+var run = testutil.Run
