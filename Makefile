@@ -134,6 +134,12 @@ build: manifests generate fmt vet ## Build the manager binary and the kubectl pl
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager main.go
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
 
+.PHONY: image
+image: ## Build the manager image without a container engine: bin/manager-image.tar (IMG=...), for docker/podman load, kind load image-archive or crane push.
+	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o $(LOCALBIN)/manager-linux main.go
+	go run ./hack/devtool image $(LOCALBIN)/manager-linux $(LOCALBIN)/manager-image.tar $(IMG) $(VERSION)
+	@echo "wrote $(LOCALBIN)/manager-image.tar ($(IMG)): docker load -i $(LOCALBIN)/manager-image.tar"
+
 # Where install-plugin puts kubectl-sidecarset: any directory on PATH makes `kubectl sidecarset` work.
 PLUGIN_DIR ?= $(HOME)/.local/bin
 

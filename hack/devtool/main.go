@@ -8,6 +8,7 @@
 //	devtool json-field PATH [DEFAULT]           JSON on stdin -> the string at PATH (dot-separated)
 //	devtool names KIND RESOURCE                 JSON List on stdin -> RESOURCE/NAME of each item of KIND
 //	devtool proxy PORT BACKENDS_FILE            TCP proxy on 127.0.0.1:PORT to the replicas in the file
+//	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
 package main
 
 import (
@@ -57,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		_, err = stdout.Write(out)
 		return err
+	case cmd == "image" && len(args) == 4:
+		return buildImage(args[0], args[1], args[2], args[3])
 	case cmd == "json-field" && (len(args) == 1 || len(args) == 2):
 		in, err := io.ReadAll(stdin)
 		if err != nil {

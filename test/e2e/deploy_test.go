@@ -455,3 +455,17 @@ func checkServiceReachesWebhookPort(t *testing.T, svc *corev1.Service, dep *apps
 	}
 	t.Errorf("Service %s ports %+v do not target the webhook server's container port %d", svc.Name, svc.Spec.Ports, webhookPort.ContainerPort)
 }
+
+// TestManagerImage: `make image` builds, without a container engine, an image holding the
+// manager binary it built at /manager, run as non-root with /manager as the entrypoint.
+func TestManagerImage(t *testing.T) {
+	const ref = "registry.example/sidecarset-operator:e2e"
+	root := repoRoot(t)
+	testutil.Run(t, "make", "-C", root, "image", "IMG="+ref)
+	binary, err := os.ReadFile(filepath.Join(root, "bin", "manager-linux"))
+	must(t, err)
+	if !bytes.HasPrefix(binary, []byte("\x7fELF")) {
+		t.Fatalf("bin/manager-linux is not an ELF binary")
+	}
+	testutil.AssertManagerImage(t, filepath.Join(root, "bin", "manager-image.tar"), ref, binary)
+}
