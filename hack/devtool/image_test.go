@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
@@ -33,4 +32,3 @@ func TestBuildImage(t *testing.T) {
 		t.Errorf("a missing binary: %v", err)
 	}
 }
-
