@@ -11,6 +11,7 @@ CONTROLLER_IMAGE ?= ghcr.io/sidecarset/sidecarset-operator
 # Tool versions (see ../shared/notes/tooling.md for why these).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 K8S_VERSION ?= v1.37.0
 ETCD_VERSION ?= v3.7.3
 KWOK_VERSION ?= v0.8.0
@@ -221,9 +222,17 @@ bench-rollout: manifests kustomize ## Roll a new sidecar image through BENCH_POD
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" SIDECARSET_BENCH_PODS="$${BENCH_PODS:-1000}" \
 	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkInPlaceRollout -benchtime 1x -count=1 -timeout 40m -v
 
+.PHONY: lint
+lint: golangci-lint lint-scripts ## golangci-lint (.golangci.yml: govet, staticcheck, errcheck, gosec, ...) on every package, e2e included, and shellcheck on hack/.
+	$(LOCALBIN)/golangci-lint run ./...
+
+.PHONY: golangci-lint
+golangci-lint: ## Build golangci-lint from the Go module proxy.
+	@hack/tool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
 .PHONY: lint-scripts
-lint-scripts: ## shellcheck the hack/ scripts (needs shellcheck: apt-get install shellcheck).
-	shellcheck -x hack/*.sh hack/lib/*.sh
+lint-scripts: ## shellcheck the hack/ scripts and .ci/run (hack/shellcheck.sh: from PATH, or from apt when root).
+	hack/shellcheck.sh
 
 .PHONY: bench-scale
 bench-scale: manifests kustomize ## Issue 10's scale goals on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).

@@ -64,7 +64,7 @@ func (r *SidecarSetReconciler) injectedRevision(ctx context.Context, c *inject.C
 	}
 	old, err := revision.Content(c.Set, &rev)
 	if err != nil {
-		return nil, nil // not ours to fix here; the update goes on without the check
+		return nil, nil //nolint:nilerr // an unreadable revision is not ours to fix here; the update goes on without the edit check
 	}
 	return inject.Compile(old)
 }

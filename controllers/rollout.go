@@ -184,7 +184,7 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 	}
 	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: known}, c.Name(), injected)
 	if err != nil {
-		return "", err.Error(), nil
+		return "", err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
 	}
 	if u.Current() {
 		return u.To, "", nil

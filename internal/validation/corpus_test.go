@@ -54,7 +54,7 @@ func TestCorpusRefusedAsPodAndAsSidecarSet(t *testing.T) {
 					return
 				}
 			}
-			t.Errorf("as a SidecarSet: want an error at %s with a detail, got %v", shape.Path, errs)
+			t.Errorf("as a SidecarSet: want an error at %s with a detail, got errors at %v: %v", shape.Path, paths, errs)
 		})
 	}
 }

@@ -437,12 +437,12 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
 // status last changed.
 type statusWatch struct {
-	mu          sync.Mutex
-	lastPod     time.Time
-	podEvents   int
-	lastStatus  map[string]time.Time
-	stop        chan struct{}
-	pods, setsI toolscache.SharedIndexInformer
+	mu         sync.Mutex
+	lastPod    time.Time
+	podEvents  int
+	lastStatus map[string]time.Time
+	stop       chan struct{}
+	pods       toolscache.SharedIndexInformer
 }
 
 func watchStatus(b *testing.B, ns string) *statusWatch {

@@ -97,16 +97,6 @@ func run(args ...string) error {
 	return nil
 }
 
-// operatorLog returns what a replica logged so far.
-func operatorLog(t *testing.T, name string) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(stateDir, "logs", name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
-}
-
 // eventually polls cond every 200 ms until it holds or timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()

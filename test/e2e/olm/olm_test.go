@@ -363,7 +363,7 @@ func checkWebhook(t *testing.T, csv *operatorsv1alpha1.ClusterServiceVersion, de
 	if len(names) != 1 || !strings.HasPrefix(names[0], desc.GenerateName+"-") || generatedName != desc.GenerateName {
 		t.Fatalf("want one %s named %s-<suffix> for webhookdefinition %s, got %v", kind, desc.GenerateName, desc.GenerateName, names)
 	}
-	if !apiequality.Semantic.DeepEqual(objectSelector, desc.ObjectSelector) && !(desc.ObjectSelector == nil && isEmpty(objectSelector)) {
+	if !apiequality.Semantic.DeepEqual(objectSelector, desc.ObjectSelector) && (desc.ObjectSelector != nil || !isEmpty(objectSelector)) {
 		t.Errorf("%s: objectSelector %+v; the bundle's webhookdefinition has %+v", names[0], objectSelector, desc.ObjectSelector)
 	}
 	svc := clientConfig.Service
