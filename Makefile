@@ -12,6 +12,7 @@ CONTROLLER_IMAGE ?= ghcr.io/sidecarset/sidecarset-operator
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
+HELM_VERSION ?= v3.22.0
 K8S_VERSION ?= v1.37.0
 ETCD_VERSION ?= v3.7.3
 KWOK_VERSION ?= v0.8.0
@@ -56,11 +57,11 @@ vet: ## Run go vet (the end-to-end tests too).
 	go vet -tags e2e ./...
 
 .PHONY: verify
-verify: manifests generate ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
+verify: manifests generate chart ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
-		echo "Generated files are stale; run 'make manifests generate', 'go mod tidy' and commit:"; \
-		git status --porcelain -- api config go.mod go.sum; git --no-pager diff --stat -- api config; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config dist/chart go.mod go.sum)" ]; then \
+		echo "Generated files are stale; run 'make manifests generate chart', 'go mod tidy' and commit:"; \
+		git status --porcelain -- api config dist/chart go.mod go.sum; git --no-pager diff --stat -- api config dist/chart; exit 1; fi
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
 		echo "Not gofmt-ed: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; fi
 	$(MAKE) verify-bundle
@@ -109,7 +110,7 @@ E2E_CLUSTER_DIR ?= $(LOCALBIN)/e2e-cluster
 test-e2e: test-e2e-operator test-e2e-olm ## All end-to-end tests: the operator binary, then OLM install/upgrade/uninstall.
 
 .PHONY: test-e2e-operator
-test-e2e-operator: manifests kustomize ## End-to-end tests against the operator binary (and a make-deploy dry run) on a local cluster of their own, torn down afterwards.
+test-e2e-operator: manifests kustomize helm ## End-to-end tests against the operator binary (and a make-deploy dry run) on a local cluster of their own, torn down afterwards.
 	export SIDECARSET_CLUSTER_DIR="$(E2E_CLUSTER_DIR)"; \
 	trap 'hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
@@ -225,6 +226,15 @@ bench-rollout: manifests kustomize ## Roll a new sidecar image through BENCH_POD
 .PHONY: lint
 lint: golangci-lint lint-scripts ## golangci-lint (.golangci.yml: govet, staticcheck, errcheck, gosec, ...) on every package, e2e included, and shellcheck on hack/.
 	$(LOCALBIN)/golangci-lint run ./...
+
+.PHONY: helm
+helm: ## Build helm from the Go module proxy (the chart's tests render with it).
+	@hack/tool.sh helm helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) "" "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)"
+
+.PHONY: chart
+chart: manifests kustomize ## Generate the Helm chart dist/chart from config/default (committed; make verify checks it).
+	rm -rf dist/chart
+	$(KUSTOMIZE) build config/default | go run ./hack/devtool chart dist/chart $(VERSION)
 
 .PHONY: golangci-lint
 golangci-lint: ## Build golangci-lint from the Go module proxy.

@@ -213,7 +213,13 @@ func installCertManagerCRDs(t *testing.T) {
 		t.Fatalf("found %d CRDs in %v; want at least Certificate and Issuer", len(crds), files)
 	}
 	for _, crd := range crds {
-		_, err := getCRD(client.ObjectKeyFromObject(crd))
+		// An earlier test's cleanup may still be deleting it: applying now would be lost.
+		var err error
+		eventually(t, converge, crd.GetName()+" not to be terminating", func() (bool, string) {
+			var live *apiextensionsv1.CustomResourceDefinition
+			live, err = getCRD(client.ObjectKeyFromObject(crd))
+			return err != nil || live.DeletionTimestamp == nil, "terminating"
+		})
 		if apierrors.IsNotFound(err) {
 			t.Cleanup(func() { deleteIgnoreNotFound(t, crd) })
 		} else {
@@ -468,4 +474,92 @@ func TestManagerImage(t *testing.T) {
 		t.Fatalf("bin/manager-linux is not an ELF binary")
 	}
 	testutil.AssertManagerImage(t, filepath.Join(root, "bin", "manager-image.tar"), ref, binary)
+}
+
+// helmTemplate renders dist/chart with bin/helm (make helm) into namespace ns.
+func helmTemplate(t *testing.T, ns string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	root := repoRoot(t)
+	args = append([]string{"template", "sidecarset", filepath.Join(root, "dist", "chart"), "--namespace", ns, "--include-crds"}, args...)
+	return decodeYAML(t, testutil.Run(t, filepath.Join(root, "bin", "helm"), args...))
+}
+
+func objectKey(obj *unstructured.Unstructured) string {
+	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// TestHelmChart: the chart generated from config/default (make chart) renders, with its
+// default values in the kustomize namespace, exactly what `make deploy` applies (less the
+// Namespace, which `helm install --create-namespace` makes); its values land where they
+// should; and what it renders with them passes a server-side dry-run apply.
+func TestHelmChart(t *testing.T) {
+	installCertManagerCRDs(t)
+	want := map[string]*unstructured.Unstructured{}
+	for _, obj := range renderDefault(t) {
+		if obj.GetKind() != "Namespace" {
+			want[objectKey(obj)] = obj
+		}
+	}
+	got := helmTemplate(t, operatorNamespace)
+	if len(got) != len(want) {
+		t.Errorf("helm template renders %d objects, config/default %d (without its Namespace)", len(got), len(want))
+	}
+	for _, obj := range got {
+		w, ok := want[objectKey(obj)]
+		labels := obj.GetLabels()
+		if labels["app.kubernetes.io/managed-by"] == "Helm" {
+			labels["app.kubernetes.io/managed-by"] = "kustomize"
+			obj.SetLabels(labels)
+		}
+		if !ok || !equality.Semantic.DeepEqual(obj.Object, w.Object) {
+			t.Errorf("%s: the chart's default rendering differs from config/default", objectKey(obj))
+		}
+	}
+
+	const ns = "ops-e2e-helm"
+	must(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	custom := helmTemplate(t, ns, "--set", "image.repository=registry.example/op,image.tag=t1,image.pullPolicy=Always,replicas=3",
+		"--set", "resources.limits.memory=512Mi,webhook.failurePolicy=Ignore,metrics.enabled=false",
+		"--set-json", `webhook.excludedNamespaces=["legacy"]`)
+	var dep appsv1.Deployment
+	var hook admissionregistrationv1.MutatingWebhookConfiguration
+	var cert certmanagerv1.Certificate
+	for _, obj := range custom {
+		switch obj.GetKind() {
+		case "Deployment":
+			must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &dep))
+		case "MutatingWebhookConfiguration":
+			must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &hook))
+		case "Certificate":
+			must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cert))
+		case "Service":
+			if strings.Contains(obj.GetName(), "metrics") {
+				t.Errorf("metrics.enabled=false still renders %s", obj.GetName())
+			}
+		}
+		if obj.GetKind() != "CustomResourceDefinition" && obj.GetKind() != "ClusterRole" && obj.GetKind() != "ClusterRoleBinding" &&
+			!strings.HasSuffix(obj.GetKind(), "WebhookConfiguration") && obj.GetNamespace() != ns {
+			t.Errorf("%s is not in the release namespace %s", objectKey(obj), ns)
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != "registry.example/op:t1" || c.ImagePullPolicy != corev1.PullAlways || *dep.Spec.Replicas != 3 ||
+		c.Resources.Limits.Memory().String() != "512Mi" || c.Resources.Requests.Cpu().String() != "50m" ||
+		!slices.Contains(c.Args, "--metrics-bind-address=0") {
+		t.Errorf("Deployment: image %s (%s), replicas %d, resources %v, args %v", c.Image, c.ImagePullPolicy, *dep.Spec.Replicas, c.Resources, c.Args)
+	}
+	if len(hook.Webhooks) != 1 || *hook.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore ||
+		!slices.Equal(hook.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values, []string{"kube-system", ns, "legacy"}) ||
+		hook.Annotations["cert-manager.io/inject-ca-from"] != ns+"/sidecarset-serving-cert" {
+		t.Errorf("MutatingWebhookConfiguration: %+v", hook)
+	}
+	if !slices.Contains(cert.Spec.DNSNames, "sidecarset-webhook-service."+ns+".svc") {
+		t.Errorf("Certificate DNS names %v", cert.Spec.DNSNames)
+	}
+	for _, obj := range custom {
+		if err := applyDryRun(dryRunTarget(t, obj)); err != nil {
+			t.Errorf("%s: %v", objectKey(obj), err)
+		}
+	}
 }
