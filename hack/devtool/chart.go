@@ -50,11 +50,11 @@ func writeChart(rendered []byte, dir, version string) error {
 			continue
 		case "Deployment":
 			if image, replicas, resources, text, err = templateDeployment(text); err != nil {
-				return fmt.Errorf("Deployment %s: %w", name, err)
+				return fmt.Errorf("the Deployment %s: %w", name, err)
 			}
 		case "MutatingWebhookConfiguration":
 			if text, err = templateInjectorWebhook(text); err != nil {
-				return fmt.Errorf("MutatingWebhookConfiguration %s: %w", name, err)
+				return fmt.Errorf("the MutatingWebhookConfiguration %s: %w", name, err)
 			}
 		case "Service":
 			if strings.Contains(name, "metrics") {
