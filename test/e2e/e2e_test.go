@@ -221,11 +221,15 @@ const (
 )
 
 // leaderLease reads the operator's leader-election Lease: which replica holds it (the leader
-// label the manager sets) and when it acquired it.
+// label the manager sets, written with the holder) and when it acquired it. A released lease
+// (no holder; a replica stopped with TERM gives it up) keeps its last label: it names nobody.
 func leaderLease(t *testing.T) (holder string, acquired time.Time) {
 	t.Helper()
 	var lease coordinationv1.Lease
 	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "sidecarset-operator.sidecarset.io"}, &lease))
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return "", time.Time{}
+	}
 	if lease.Spec.AcquireTime != nil {
 		acquired = lease.Spec.AcquireTime.Time
 	}
