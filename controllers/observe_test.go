@@ -55,3 +55,32 @@ func TestAnnounce(t *testing.T) {
 		})
 	}
 }
+
+// TestPodEventsAreCapped: per set and revision, the first pods get their own event, the first
+// one past the cap is announced on the set, and a new revision starts again.
+func TestPodEventsAreCapped(t *testing.T) {
+	var m rolloutMemory
+	type answer struct{ send, capped bool }
+	var got []answer
+	for _, hash := range []string{"a", "a", "a", "a", "b"} {
+		send, capped := m.podEvent("agent", hash, 2)
+		got = append(got, answer{send, capped})
+	}
+	want := []answer{{true, false}, {true, false}, {false, true}, {false, false}, {true, false}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pod %d: send %v, capped %v; want %v, %v", i, got[i].send, got[i].capped, want[i].send, want[i].capped)
+		}
+	}
+	if send, _ := m.podEvent("other", "a", 2); !send {
+		t.Error("another set shares the cap")
+	}
+	m.podEvent("agent", "b", 2)
+	if send, _ := m.podEvent("agent", "b", 2); send {
+		t.Fatal("the third pod of revision b got an event")
+	}
+	m.drop("agent")
+	if send, _ := m.podEvent("agent", "b", 2); !send {
+		t.Error("a dropped set kept its count")
+	}
+}

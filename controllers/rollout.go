@@ -41,6 +41,30 @@ type rolloutMemory struct {
 	// holds for that hash and that version of the Pod: when either changes (someone reverts an
 	// edit, a refused resize may now fit) the Pod is looked at again.
 	blocked map[string]map[string]blockedPod
+	// podEvents: set -> how many SidecarUpdated events went to pods for which hash.
+	podEvents map[string]podEventCount
+}
+
+type podEventCount struct {
+	hash string
+	sent int
+}
+
+// podEvent reports whether a pod updated to hash by set gets its own event (the first limit
+// per set and hash do), and whether this is the first pod past the limit.
+func (m *rolloutMemory) podEvent(set, hash string, limit int) (send, capped bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.podEvents == nil {
+		m.podEvents = map[string]podEventCount{}
+	}
+	c := m.podEvents[set]
+	if c.hash != hash {
+		c = podEventCount{hash: hash}
+	}
+	c.sent++
+	m.podEvents[set] = c
+	return c.sent <= limit, c.sent == limit+1
 }
 
 type blockedPod struct{ hash, resourceVersion, why string }
@@ -191,7 +215,7 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 	}
 	if len(u.Blocked) > 0 {
 		why := strings.Join(u.Blocked, "; ")
-		r.event(c.Set, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "Pod %s/%s cannot be updated in place: %s", pod.Namespace, pod.Name, why)
+		r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 		return "", why, nil
 	}
 	// Resources first, through the resize subresource (in-place resize; the kubelet applies
@@ -201,7 +225,7 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 		if err := patchPod(&pod, ops, func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); err != nil {
 			if refused := (*refusedError)(nil); errors.As(err, &refused) {
 				why := "the API server refused the in-place resize: " + refused.msg
-				r.event(c.Set, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "Pod %s/%s cannot be updated in place: %s", pod.Namespace, pod.Name, why)
+				r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 				return "", why, nil
 			}
 			return "", "", err
@@ -221,7 +245,17 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 		changes = append(changes, fmt.Sprintf("%s: resources %s", res.Name, describeResources(res.To)))
 	}
 	logf.FromContext(ctx).Info("Updated pod in place", "pod", pod.Namespace+"/"+pod.Name, "images", changes)
-	r.event(&pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+	limit := r.PodEventsPerRevision
+	if limit == 0 {
+		limit = 100
+	}
+	switch send, capped := r.memory.podEvent(c.Name(), u.To, limit); {
+	case send:
+		r.event(&pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+	case capped:
+		r.event(c.Set, corev1.EventTypeNormal, "PodEventsCapped", "Update",
+			"%d pods got a SidecarUpdated event for hash %s; further pods are updated without one (status.updatedPods counts them)", limit, u.To)
+	}
 	return u.To, "", nil
 }
 
@@ -308,4 +342,5 @@ func (m *rolloutMemory) drop(set string) {
 	defer m.mu.Unlock()
 	delete(m.patched, set)
 	delete(m.blocked, set)
+	delete(m.podEvents, set)
 }

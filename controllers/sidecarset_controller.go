@@ -51,6 +51,10 @@ type SidecarSetReconciler struct {
 	// Workers is how many SidecarSets are reconciled at once (one set is never reconciled
 	// twice at once); 4 when zero.
 	Workers int
+	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
+	// rollout over 10,000 pods does not write 10,000 events: past the cap one event on the set
+	// says the rest update quietly (status counts them). 100 when zero.
+	PodEventsPerRevision int
 
 	memory rolloutMemory
 	// tally keeps every set's counts current from Pod and Namespace events.

@@ -55,7 +55,7 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 
 		budget := watchBudget(b, ns)
 		budget.reset()
-		writesBefore := podWrites(b)
+		writesBefore, eventsBefore := podWrites(b), eventWrites(b)
 		start = time.Now()
 		editSet(b, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 		eventually(b, 15*time.Minute, "the rollout to complete", func() (bool, string) {
@@ -68,15 +68,16 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 				fmt.Sprintf("%d of %d updated and ready", st.UpdatedReadyPods, n)
 		})
 		took := time.Since(start)
-		writes := podWrites(b) - writesBefore
+		writes, events := podWrites(b)-writesBefore, eventWrites(b)-eventsBefore
 		allowed := n / 10
 		b.ReportMetric(took.Seconds(), "s/rollout")
 		b.ReportMetric(writes/float64(n), "writes/pod")
+		b.ReportMetric(events/float64(n), "event-writes/pod")
 		b.ReportMetric(float64(budget.max()), "peak-unavailable")
 		b.ReportMetric(float64(allowed), "max-unavailable")
 		b.ReportMetric(0, "ns/op")
-		b.Logf("rollout of %d pods: %s, %.0f pod writes (%.2f per pod), peak unavailable %d of at most %d",
-			n, took.Round(time.Millisecond), writes, writes/float64(n), budget.max(), allowed)
+		b.Logf("rollout of %d pods: %s, %.0f pod writes (%.2f per pod), %.0f event writes (%.2f per pod), peak unavailable %d of at most %d",
+			n, took.Round(time.Millisecond), writes, writes/float64(n), events, events/float64(n), budget.max(), allowed)
 		if budget.max() > allowed {
 			b.Errorf("peak unavailable %d exceeds maxUnavailable %d", budget.max(), allowed)
 		}
@@ -85,6 +86,21 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 
 // podWrites is the API server's count of PATCH requests to pods and pods/resize.
 func podWrites(b testing.TB) float64 {
+	return apiRequests(b, func(l model.LabelSet) bool {
+		return l["verb"] == "PATCH" && l["resource"] == "pods" && l["group"] == "" && (l["subresource"] == "" || l["subresource"] == "resize")
+	})
+}
+
+// eventWrites is the API server's count of event creations and updates (a series of repeated
+// events is an update), core and events.k8s.io.
+func eventWrites(b testing.TB) float64 {
+	return apiRequests(b, func(l model.LabelSet) bool {
+		return l["resource"] == "events" && (l["verb"] == "POST" || l["verb"] == "PATCH" || l["verb"] == "PUT")
+	})
+}
+
+// apiRequests sums the API server's apiserver_request_total over the series match selects.
+func apiRequests(b testing.TB, match func(model.LabelSet) bool) float64 {
 	b.Helper()
 	cs, err := kubernetes.NewForConfig(restConfig)
 	must(b, err)
@@ -99,8 +115,7 @@ func podWrites(b testing.TB) float64 {
 		for _, l := range m.GetLabel() {
 			labels[model.LabelName(l.GetName())] = model.LabelValue(l.GetValue())
 		}
-		if labels["verb"] == "PATCH" && labels["resource"] == "pods" && labels["group"] == "" &&
-			(labels["subresource"] == "" || labels["subresource"] == "resize") {
+		if match(labels) {
 			total += m.GetCounter().GetValue()
 		}
 	}

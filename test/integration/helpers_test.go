@@ -166,14 +166,21 @@ func contains(s string, parts ...string) bool {
 // every part.
 func waitForSetEvent(t *testing.T, set *appsv1alpha1.SidecarSet, reason string, parts ...string) {
 	t.Helper()
-	eventually(t, "a "+reason+" event on SidecarSet "+set.Name, func() (bool, string) {
+	waitForEvent(t, "SidecarSet", "", set.Name, reason, parts...)
+}
+
+// waitForEvent waits for an event regarding the object with the reason and a note holding every
+// part.
+func waitForEvent(t *testing.T, kind, namespace, name, reason string, parts ...string) {
+	t.Helper()
+	eventually(t, "a "+reason+" event on "+kind+" "+name, func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(ctx, &list); err != nil {
 			return false, err.Error()
 		}
 		var seen []string
 		for _, e := range list.Items {
-			if e.Regarding.Kind == "SidecarSet" && e.Regarding.Name == set.Name {
+			if e.Regarding.Kind == kind && e.Regarding.Namespace == namespace && e.Regarding.Name == name {
 				seen = append(seen, e.Namespace+"/"+e.Reason+": "+e.Note)
 				if e.Reason == reason && contains(e.Note, parts...) {
 					return true, ""

@@ -417,6 +417,10 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	rollingCondition(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place", ns+"/edited-0: spec.containers[edited-agent].image: changed since injection")
+	// The blocked pod says why; the set says its rollout is stuck; the updated pod says what changed.
+	waitForEvent(t, "Pod", ns, "edited-0", "PodNotUpdatable", "SidecarSet edited cannot update", "spec.containers[edited-agent].image: changed since injection")
+	waitForSetEvent(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place")
+	waitForEvent(t, "Pod", ns, "edited-1", "SidecarUpdated", "registry.example/agent:1.0 -> registry.example/agent:2.0")
 	if got := getPod(t, pods[0]).Spec.Containers[1].Image; got != "registry.example/agent:1.0-hotfix" {
 		t.Errorf("the hand-set image was overwritten with %s", got)
 	}
