@@ -112,6 +112,7 @@ func TestDeployManifests(t *testing.T) {
 	})
 
 	t.Run("certificate wiring", func(t *testing.T) { checkCertificateWiring(t, objs) })
+	t.Run("the Helm chart renders config/default and takes its values", helmChart)
 }
 
 // dryRunSuffix names the copies dryRunTarget makes.
@@ -488,12 +489,12 @@ func objectKey(obj *unstructured.Unstructured) string {
 	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// TestHelmChart: the chart generated from config/default (make chart) renders, with its
+// helmChart, a subtest of TestDeployManifests (which installs cert-manager's CRDs once): the
+// chart generated from config/default (make chart) renders, with its
 // default values in the kustomize namespace, exactly what `make deploy` applies (less the
 // Namespace, which `helm install --create-namespace` makes); its values land where they
 // should; and what it renders with them passes a server-side dry-run apply.
-func TestHelmChart(t *testing.T) {
-	installCertManagerCRDs(t)
+func helmChart(t *testing.T) {
 	want := map[string]*unstructured.Unstructured{}
 	for _, obj := range renderDefault(t) {
 		if obj.GetKind() != "Namespace" {
