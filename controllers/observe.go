@@ -28,11 +28,12 @@ func init() {
 
 // export sets the gauges of a set from the status it should have.
 func export(name string, st *appsv1alpha1.SidecarSetStatus) {
-	for state, v := range map[string]int32{
-		"matched": st.MatchedPods, "updated": st.UpdatedPods, "ready": st.ReadyPods,
-		"updated_ready": st.UpdatedReadyPods, "unavailable": st.UnavailablePods, "excluded": st.ExcludedPods,
-	} {
-		podsGauge.WithLabelValues(name, state).Set(float64(v))
+	for _, s := range [...]struct {
+		state string
+		v     int32
+	}{{"matched", st.MatchedPods}, {"updated", st.UpdatedPods}, {"ready", st.ReadyPods},
+		{"updated_ready", st.UpdatedReadyPods}, {"unavailable", st.UnavailablePods}, {"excluded", st.ExcludedPods}} {
+		podsGauge.WithLabelValues(name, s.state).Set(float64(s.v))
 	}
 	ready := 0.0
 	if meta.IsStatusConditionTrue(st.Conditions, appsv1alpha1.ConditionReady) {

@@ -21,7 +21,8 @@ import (
 // Verdict is what a SidecarSet does to a Pod. The values are stable: scripts may read them.
 type Verdict string
 
-// Verdicts, from the first reason that applies.
+// Verdicts, from the first reason that applies. Where the engine has a reason for the same
+// thing (inject.MatchReason), the verdict is that reason.
 const (
 	// Injects: the set injects into the Pod (at creation, for a Pod that exists).
 	Injects Verdict = "Injects"
@@ -29,17 +30,17 @@ const (
 	// kube-system, or opted out with sidecarset.io/injection=disabled).
 	NamespaceExcluded Verdict = "NamespaceExcluded"
 	// NotOptedIn: the Pod lacks the opt-in label; the API server never calls the webhook.
-	NotOptedIn Verdict = "NotOptedIn"
+	NotOptedIn = Verdict(inject.NotOptedIn)
 	// Invalid: the set cannot be compiled and injects nothing.
 	Invalid Verdict = "Invalid"
 	// Stopped: the set conflicts with an older set and injects nothing while it lasts.
 	Stopped Verdict = "Stopped"
 	// SelectorMismatch: the set's selector does not match the Pod's labels.
-	SelectorMismatch Verdict = "SelectorMismatch"
+	SelectorMismatch = Verdict(inject.SelectorMismatch)
 	// NamespaceMismatch: the set's namespaceSelector does not match the namespace's labels.
-	NamespaceMismatch Verdict = "NamespaceMismatch"
+	NamespaceMismatch = Verdict(inject.NamespaceMismatch)
 	// Paused: the set matches but its injection is paused.
-	Paused Verdict = "Paused"
+	Paused = Verdict(inject.InjectionPaused)
 	// Refused: injecting the set would clash with the Pod or another set; the webhook denies
 	// the Pod.
 	Refused Verdict = "Refused"
