@@ -152,15 +152,16 @@ func findObjects(b []byte) (objectSpans, error) {
 	var out objectSpans
 	s := scanner{b: b}
 	seen := map[string]bool{}
-	err := s.object(func(key string) error {
-		if key != "request" {
+	err := s.object(func(key []byte) error {
+		if string(key) != "request" {
 			return s.skip()
 		}
 		if seen["request"] {
 			return errNotFast
 		}
 		seen["request"] = true
-		return s.object(func(key string) error {
+		return s.object(func(k []byte) error {
+			key := string(k)
 			var into *span
 			switch key {
 			case "object":
@@ -212,7 +213,7 @@ func (s *scanner) space() {
 
 // object walks an object, calling member with each key with the scanner at its value; member
 // must consume the value.
-func (s *scanner) object(member func(key string) error) error {
+func (s *scanner) object(member func(key []byte) error) error {
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return errNotFast
@@ -230,7 +231,7 @@ func (s *scanner) object(member func(key string) error) error {
 			return err
 		}
 		key := s.b[start+1 : s.i-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
+		if !plainKey(key) {
 			return errNotFast
 		}
 		s.space()
@@ -239,7 +240,7 @@ func (s *scanner) object(member func(key string) error) error {
 		}
 		s.i++
 		s.space()
-		if err := member(string(key)); err != nil {
+		if err := member(key); err != nil {
 			return err
 		}
 		s.space()
@@ -385,4 +386,15 @@ func appendString(out []byte, s string) []byte {
 		}
 	}
 	return append(append(append(out, '"'), s...), '"')
+}
+
+// plainKey reports whether an object key is one the scanner takes as it is: no escapes, no
+// control characters (which JSON does not allow unescaped).
+func plainKey(key []byte) bool {
+	for _, c := range key {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,115 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// headCases are pods in the shapes the fast decoder takes and the ones it leaves to the JSON
+// decoder; fast says which.
+func headCases(t testing.TB) map[string]struct {
+	raw  string
+	fast bool
+} {
+	realistic, err := json.Marshal(realisticPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]struct {
+		raw  string
+		fast bool
+	}{
+		"realistic pod": {string(realistic), true},
+		"empty":         {`{}`, true},
+		"nulls":         {`{"metadata":null,"spec":{"containers":null,"initContainers":[null],"volumes":null,"hostNetwork":null}}`, true},
+		"empty lists and maps": {`{"metadata":{"labels":{},"annotations":{}},"spec":{"containers":[],"volumes":[],"imagePullSecrets":[]}}`,
+			true},
+		"raw env and mounts": {`{"spec":{"containers":[{"name":"a","env":[{"name":"X","value":"1"}],"volumeMounts":null,` +
+			`"ports":[{"containerPort":80,"x":-1.5e+3}],"y":[true,false,null,"\u00e9\n"]}],"hostNetwork":true}}`, true},
+		"unknown members everywhere": {`{"kind":"Pod","status":{"phase":"Pending","n":0},"metadata":{"uid":"u","ownerReferences":[{}]},` +
+			`"spec":{"nodeName":"n","volumes":[{"name":"v","emptyDir":{}}],"imagePullSecrets":[{"name":"s","x":{}}]}}`, true},
+		"non-ASCII key skipped":   {`{"métadonnées":1,"metadata":{"name":"p"}}`, true},
+		"repeated ignored member": {`{"status":{},"status":1,"metadata":{"labels":{"a":"1","a":"2"}}}`, true},
+		"whitespace":              {" {\n\t\"metadata\" : { \"name\" : \"p\" } , \"spec\" : { \"containers\" : [ { \"name\" : \"a\" } ] } }\n", true},
+
+		"escaped value":       {`{"metadata":{"name":"p","labels":{"a":"b\u0041"}}}`, false},
+		"escaped key":         {`{"metad\u0061ta":{"name":"p"}}`, false},
+		"non-ASCII label key": {`{"metadata":{"labels":{"é":"x"}}}`, false},
+		"non-ASCII value":     {`{"metadata":{"annotations":{"a":"é"}}}`, false},
+		"null label value":    {`{"metadata":{"labels":{"a":null}}}`, false},
+		"repeated member":     {`{"metadata":{"name":"a"},"metadata":{"namespace":"b"}}`, false},
+		"repeated name":       {`{"spec":{"containers":[{"name":"a","name":"b"}]}}`, false},
+		"wrong type":          {`{"metadata":{"name":5}}`, false},
+		"containers object":   {`{"spec":{"containers":{}}}`, false},
+		"hostNetwork string":  {`{"spec":{"hostNetwork":"true"}}`, false},
+		"null pod":            {`null`, false},
+		"bad number":          {`{"x":01}`, false},
+		"bad literal":         {`{"x":tru}`, false},
+		"bad escape":          {`{"x":"\q"}`, false},
+		"control character":   {"{\"x\":\"a\tb\"}", false},
+		"control in key":      {"{\"x\ty\":1}", false},
+		"trailing data":       {`{} {}`, false},
+		"truncated":           {`{"metadata":{"name":"p"`, false},
+		"deep":                {`{"x":` + string(bytes.Repeat([]byte("["), maxHeadDepth+5)) + string(bytes.Repeat([]byte("]"), maxHeadDepth+5)) + `}`, false},
+	}
+}
+
+// TestDecodeHead: the fast decoder takes the shapes pods come in, leaves the rest to the JSON
+// decoder, and the result is always the JSON decoder's.
+func TestDecodeHead(t *testing.T) {
+	for name, c := range headCases(t) {
+		t.Run(name, func(t *testing.T) {
+			var fast headView
+			s := scanner{b: []byte(c.raw)}
+			err := s.podHead(&fast)
+			s.space()
+			if took := err == nil && s.i == len(c.raw); took != c.fast {
+				t.Errorf("fast path took it: %v, want %v (%v)", took, c.fast, err)
+			}
+			sameAsJSON(t, []byte(c.raw))
+		})
+	}
+}
+
+func sameAsJSON(t *testing.T, raw []byte) {
+	t.Helper()
+	var got, want headView
+	gotErr, wantErr := decodeHead(raw, &got), unmarshal(raw, &want)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("errors differ for %q: %v, JSON decoder %v", raw, gotErr, wantErr)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("decoded differently for %q (-JSON decoder +ours):\n%s", raw, diff)
+	}
+}
+
+func FuzzDecodeHead(f *testing.F) {
+	for _, c := range headCases(f) {
+		f.Add([]byte(c.raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { sameAsJSON(t, raw) })
+}
+
+func BenchmarkDecodeHead(b *testing.B) {
+	raw, err := json.Marshal(realisticPod())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, decode := range map[string]func([]byte, *headView) error{
+		"json": func(raw []byte, v *headView) error { return unmarshal(raw, v) },
+		"ours": decodeHead,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var v headView
+				if err := decode(raw, &v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
