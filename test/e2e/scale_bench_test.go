@@ -284,6 +284,25 @@ func createPods(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) time
 	return took
 }
 
+// emptyNamespace deletes a namespace's pods and waits until they are gone.
+func emptyNamespace(b *testing.B, ns string) {
+	deleteAllPods(b, ns)
+	eventually(b, 5*time.Minute, "the namespace emptied", func() (bool, string) {
+		var pods corev1.PodList
+		must(b, k8s.List(ctx, &pods, client.InNamespace(ns)))
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
+	})
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // deleteAllPods removes a namespace's pods at once (grace period 0).
 func deleteAllPods(b *testing.B, ns string) {
 	must(b, k8s.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)))
@@ -427,12 +446,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	results := map[string][]result{}
 	for rep := range sizes.reps {
 		for _, m := range modes {
-			deleteAllPods(b, ns)
-			eventually(b, 2*time.Minute, "the namespace emptied", func() (bool, string) {
-				var pods corev1.PodList
-				must(b, k8s.List(ctx, &pods, client.InNamespace(ns)))
-				return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
-			})
+			emptyNamespace(b, ns)
 			before, cpuBefore := families(b, ""), cpuOf(b, pids)
 			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
 				return m.pod(fmt.Sprintf("p-%d-%d", rep, i))
@@ -453,7 +467,8 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				rep+1, m.name, r.rate, r.calls, r.p50, r.p99, r.cpu["operator"], r.cpu["kube-apiserver"], r.cpu["etcd"])
 		}
 	}
-	deleteAllPods(b, ns)
+	// The next phase starts on a quiet cluster, not while these pods are still being deleted.
+	emptyNamespace(b, ns)
 	median := func(mode string, f func(result) float64) float64 {
 		var xs []float64
 		for _, r := range results[mode] {
@@ -584,13 +599,7 @@ func (w *statusWatch) expected(set *appsv1alpha1.SidecarSet) counts {
 		}
 		c.matched++
 		c.updated++
-		ready := false
-		for _, cond := range pod.Status.Conditions {
-			if cond.Type == corev1.PodReady {
-				ready = cond.Status == corev1.ConditionTrue
-			}
-		}
-		if ready {
+		if podReady(pod) {
 			c.ready++
 			c.updatedReady++
 		}
@@ -627,6 +636,18 @@ func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
 		})
 		r := row{pods: n, createLag: w.settle(b, sets, 3*time.Second)}
+		// kwok makes the pods Ready; the burst below must find every one of them Ready.
+		readyIn := eventually(b, 10*time.Minute, "every pod Ready", func() (bool, string) {
+			ready := 0
+			for _, obj := range w.pods.GetStore().List() {
+				if podReady(obj.(*corev1.Pod)) {
+					ready++
+				}
+			}
+			return ready == n, fmt.Sprintf("%d of %d Ready", ready, n)
+		})
+		b.Logf("%d pods Ready %s after the status settled", n, readyIn.Round(time.Second))
+		w.settle(b, sets, 3*time.Second)
 		// Every pod goes NotReady at once (as many writes as the API server takes).
 		var names []string
 		for _, obj := range w.pods.GetStore().List() {
