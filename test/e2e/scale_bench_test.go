@@ -657,6 +657,9 @@ func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			time.Sleep(time.Second)
 		}
 		b.Logf("%d of %d pods Ready %s after the status settled (the NotReady burst changes those)", ready, n, time.Since(start).Round(time.Second))
+		if ready < n {
+			logWhyNotReady(b, w)
+		}
 		w.settle(b, sets, 3*time.Second)
 		// Every pod goes NotReady at once (as many writes as the API server takes).
 		var names []string
@@ -769,4 +772,24 @@ func injectedLike(b *testing.B, ns string, from, to map[string]string) *corev1.P
 		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(m.Name, "kube-api-access-") })
 	}
 	return out
+}
+
+// logWhyNotReady logs the nodes' conditions and taints and one pod that is not Ready, to see
+// why kwok left pods not Ready.
+func logWhyNotReady(b *testing.B, w *statusWatch) {
+	var nodes corev1.NodeList
+	must(b, k8s.List(ctx, &nodes))
+	for _, n := range nodes.Items {
+		var conds []string
+		for _, c := range n.Status.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s", c.Type, c.Status))
+		}
+		b.Logf("node %s: conditions %v, taints %v, allocatable pods %s", n.Name, conds, n.Spec.Taints, n.Status.Allocatable.Pods())
+	}
+	for _, obj := range w.pods.GetStore().List() {
+		if pod := obj.(*corev1.Pod); !podReady(pod) {
+			b.Logf("pod %s: node %q, phase %s, conditions %+v", pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.Conditions)
+			return
+		}
+	}
 }
