@@ -204,36 +204,7 @@ func list[T any](s *scanner, into *[]T, item func(*T) error) error {
 }
 
 // array walks an array, calling item with the scanner at each element; item must consume it.
-func (s *scanner) array(item func() error) error {
-	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return errNotFast
-	}
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
-		if err := item(); err != nil {
-			return err
-		}
-		s.space()
-		if s.i >= len(s.b) {
-			return errNotFast
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return errNotFast
-		}
-	}
-}
+func (s *scanner) array(item func() error) error { return s.elements('[', ']', item) }
 
 // literal consumes word if it comes next.
 func (s *scanner) literal(word string) bool {

@@ -214,18 +214,7 @@ func (s *scanner) space() {
 // object walks an object, calling member with each key with the scanner at its value; member
 // must consume the value.
 func (s *scanner) object(member func(key []byte) error) error {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return errNotFast
-	}
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
+	return s.elements('{', '}', func() error {
 		start := s.i
 		if err := s.str(); err != nil {
 			return err
@@ -240,7 +229,26 @@ func (s *scanner) object(member func(key []byte) error) error {
 		}
 		s.i++
 		s.space()
-		if err := member(key); err != nil {
+		return member(key)
+	})
+}
+
+// elements walks the members of an object or the elements of an array, between the brackets
+// open and close, calling each with the scanner at one; each must consume it.
+func (s *scanner) elements(open, close byte, each func() error) error {
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != open {
+		return errNotFast
+	}
+	s.i++
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == close {
+		s.i++
+		return nil
+	}
+	for {
+		s.space()
+		if err := each(); err != nil {
 			return err
 		}
 		s.space()
@@ -250,7 +258,7 @@ func (s *scanner) object(member func(key []byte) error) error {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
-		case '}':
+		case close:
 			s.i++
 			return nil
 		default:
