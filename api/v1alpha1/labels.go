@@ -20,6 +20,15 @@ const (
 	// a JSON object keyed by SidecarSet name (see the inject package's Record type).
 	StatusAnnotation = "sidecarset.io/status"
 
+	// WebhookRouteAnnotation, set to WebhookRouteValue, marks a Pod that the admission policies
+	// of the operator's policy mode send to the webhook (a SidecarSet CEL cannot inject, several
+	// sets selecting the Pod, a clash to refuse). In policy mode the pod webhook is called only
+	// for Pods carrying it; the webhook removes it.
+	WebhookRouteAnnotation = "sidecarset.io/webhook"
+
+	// WebhookRouteValue is the value of WebhookRouteAnnotation.
+	WebhookRouteValue = "required"
+
 	// DefaultContainerAnnotation is kubectl's annotation naming the container that
 	// `kubectl exec` and `kubectl logs` pick when none is given.
 	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"

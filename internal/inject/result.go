@@ -181,6 +181,10 @@ func (b *builder) finish(res *Result) {
 	case had:
 		res.annotations[appsv1alpha1.StatusAnnotation] = nil
 	}
+	// A pod the policy mode's admission policies sent here leaves without their mark.
+	if _, ok := pod.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
+		res.annotations[appsv1alpha1.WebhookRouteAnnotation] = nil
+	}
 	// kubectl exec and logs default to the first container: pin it to the app's when sidecars
 	// join spec.containers (a BeforeAppContainer sidecar would otherwise take its place).
 	if _, ok := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && b.addedContainers && len(b.appContainers) > 0 {

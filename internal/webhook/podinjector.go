@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -71,6 +72,22 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if err := decode(req.Object.Raw, &view); err != nil {
 		return decodeError(err)
 	}
+	return unroute(view.Metadata.Annotations, h.handle(ctx, req, &view))
+}
+
+// unroute removes the policy mode's routing mark from a pod let through unchanged (the engine
+// removes it from every pod it changes), so that no pod is stored with it.
+func unroute(annotations map[string]string, resp admission.Response) admission.Response {
+	if _, ok := annotations[appsv1alpha1.WebhookRouteAnnotation]; !ok || !resp.Allowed || len(resp.Patches) > 0 {
+		return resp
+	}
+	out := admission.Patched(resp.Result.Message, jsonpatch.Operation{Operation: "remove",
+		Path: "/metadata/annotations/" + strings.ReplaceAll(appsv1alpha1.WebhookRouteAnnotation, "/", "~1")})
+	out.Warnings = resp.Warnings
+	return out
+}
+
+func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *headView) admission.Response {
 	meta := &view.Metadata
 	if meta.Namespace == "" {
 		meta.Namespace = req.Namespace
@@ -86,7 +103,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
-	return h.admit(ctx, req, &view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
+	return h.admit(ctx, req, view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
 }
 
 // pinWarnings tell the user which SidecarSets that select the pod pin a revision that is not

@@ -106,6 +106,12 @@ func TestAdmissionChainUnderReinvocation(t *testing.T) {
 // setPodWebhookReinvocation changes the pod webhook's reinvocationPolicy for one test.
 func setPodWebhookReinvocation(t *testing.T, policy admissionregistrationv1.ReinvocationPolicyType) {
 	t.Helper()
+	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) { w.ReinvocationPolicy = &policy })
+}
+
+// patchPodWebhook changes the pod webhook's registration for one test, and restores it after.
+func patchPodWebhook(t *testing.T, change func(*admissionregistrationv1.MutatingWebhook)) {
+	t.Helper()
 	var list admissionregistrationv1.MutatingWebhookConfigurationList
 	must(t, k8s.List(ctx, &list))
 	for i := range list.Items {
@@ -114,14 +120,14 @@ func setPodWebhookReinvocation(t *testing.T, policy admissionregistrationv1.Rein
 			if cfg.Webhooks[j].Name != "inject.sidecarset.io" {
 				continue
 			}
-			old := *cfg.Webhooks[j].ReinvocationPolicy
-			cfg.Webhooks[j].ReinvocationPolicy = &policy
+			old := cfg.Webhooks[j].DeepCopy()
+			change(&cfg.Webhooks[j])
 			must(t, k8s.Update(ctx, cfg))
 			name, index := cfg.Name, j
 			t.Cleanup(func() {
 				var cur admissionregistrationv1.MutatingWebhookConfiguration
 				must(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &cur))
-				cur.Webhooks[index].ReinvocationPolicy = &old
+				cur.Webhooks[index] = *old
 				must(t, k8s.Update(ctx, &cur))
 			})
 			return

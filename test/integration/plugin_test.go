@@ -38,8 +38,18 @@ func plugin(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 // lists only the sidecars); with the plugin's output they run once on the injected pod.
 func dryRunCreate(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
+	got, err := dryRun(t, pod)
+	must(t, err)
+	return got
+}
+
+// dryRun is dryRunCreate returning the API server's refusal.
+func dryRun(t *testing.T, pod *corev1.Pod) (*corev1.Pod, error) {
+	t.Helper()
 	got := pod.DeepCopy()
-	must(t, k8s.Create(ctx, got, client.DryRunAll))
+	if err := k8s.Create(ctx, got, client.DryRunAll); err != nil {
+		return nil, err
+	}
 	got.ObjectMeta = metav1.ObjectMeta{Name: got.Name, Namespace: got.Namespace, Labels: got.Labels, Annotations: got.Annotations}
 	for _, l := range [][]corev1.Container{got.Spec.InitContainers, got.Spec.Containers} {
 		for i := range l {
@@ -57,7 +67,7 @@ func dryRunCreate(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	}
 	slices.SortFunc(got.Spec.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
 	delete(got.Annotations, "kubernetes.io/limit-ranger")
-	return got
+	return got, nil
 }
 
 // TestPluginInjectMatchesWebhook: `inject -f` on a Pod and on a Deployment's template gives

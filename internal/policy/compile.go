@@ -1,0 +1,413 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+const (
+	// ManagedByLabel and ManagedByValue mark the objects the operator renders.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "sidecarset-operator"
+	// SetLabel names, on a rendered policy and binding, the SidecarSet they were rendered from.
+	SetLabel = "sidecarset.io/sidecarset"
+	// HashAnnotation is, on a rendered policy, the hash of what it injects.
+	HashAnnotation = "sidecarset.io/hash"
+)
+
+// Options are the operator-wide settings a policy repeats from the webhook's registration.
+type Options struct {
+	// OperatorNamespace is never injected, so the operator's own pods always start.
+	OperatorNamespace string
+}
+
+// Compiled is the policy and binding that inject one SidecarSet.
+type Compiled struct {
+	Policy  *admissionregistrationv1.MutatingAdmissionPolicy
+	Binding *admissionregistrationv1.MutatingAdmissionPolicyBinding
+	// Hash is the hash the policy records (the set's hash).
+	Hash string
+	// Unsupported is nil when the policy injects the set's pods itself. Otherwise it says why
+	// the policy routes every pod the set selects to the webhook.
+	Unsupported *Unsupported
+}
+
+// Unsupported names what keeps a SidecarSet on the webhook in policy mode.
+type Unsupported struct {
+	// Field is the path in the SidecarSet, e.g. spec.containers[0].transferEnv.
+	Field string
+	// Reason says why CEL cannot inject it as the engine does.
+	Reason string
+}
+
+func (u *Unsupported) String() string { return u.Field + ": " + u.Reason }
+
+// Name is the name of the policy and the binding rendered from the named SidecarSet.
+func Name(set string) string { return "sidecarset-" + set }
+
+// Compile renders set's policy and binding. others are every other SidecarSet: a pod that one
+// of them also selects goes to the webhook, which orders several sets' sidecars by name. It
+// fails only on selectors the validating webhook refuses.
+func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, opts Options) (*Compiled, error) {
+	if set.Spec.Selector == nil {
+		return nil, fmt.Errorf("SidecarSet %q: spec.selector is required", set.Name)
+	}
+	othersCEL, err := selectedByOthers(set.Name, others)
+	if err != nil {
+		return nil, err
+	}
+	out := &Compiled{Hash: inject.Hash(&set.Spec), Unsupported: unsupported(set)}
+	var mutation string
+	var variables []admissionregistrationv1.Variable // the injecting branch's
+	switch {
+	case out.Unsupported != nil:
+		mutation = "variables.routed ? [] : " + routeOps
+	case set.Spec.InjectionStrategy.Paused:
+		// A paused set injects nothing new; a pod recording it (an exported pod) is the
+		// webhook's, which keeps what the record names.
+		mutation = "variables.routed || !variables.recorded ? [] : " + routeOps
+	default:
+		inj, err := injection(set, out.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("SidecarSet %q: %w", set.Name, err)
+		}
+		mutation = "variables.routed ? [] : variables.recorded || variables.others || variables.clash ? " + routeOps + " : " + inj.ops
+		variables = inj.variables
+	}
+	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables, opts)
+	out.Binding = renderBinding(set)
+	return out, nil
+}
+
+// unsupported reports the first part of set that a policy cannot inject as the engine does.
+func unsupported(set *appsv1alpha1.SidecarSet) *Unsupported {
+	if set.Spec.InjectionStrategy.Revision != nil {
+		return &Unsupported{Field: "spec.injectionStrategy.revision",
+			Reason: "new pods get a stored revision, which the webhook reads from the cluster"}
+	}
+	for _, list := range []struct {
+		field      string
+		containers []appsv1alpha1.SidecarContainer
+	}{{"spec.initContainers", set.Spec.InitContainers}, {"spec.containers", set.Spec.Containers}} {
+		for i := range list.containers {
+			c := &list.containers[i]
+			path := fmt.Sprintf("%s[%d]", list.field, i)
+			switch {
+			case len(c.TransferEnv) > 0:
+				return &Unsupported{Field: path + ".transferEnv",
+					Reason: "copying the app's env vars (and what they refer to) needs the engine"}
+			case c.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled:
+				return &Unsupported{Field: path + ".shareVolumePolicy",
+					Reason: "sharing the app's volume mounts (and leaving out those invalid in the sidecar) needs the engine"}
+			}
+			for pi, p := range c.Ports {
+				if p.HostPort != 0 && list.field == "spec.containers" {
+					return &Unsupported{Field: fmt.Sprintf("%s.ports[%d].hostPort", path, pi),
+						Reason: "refusing a host port another container binds needs the engine's defaulted comparison"}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// routeOps adds the route annotation, creating the annotations map when the pod has none (adding
+// the map to a pod that has one would replace it).
+var routeOps = fmt.Sprintf(`(has(object.metadata.annotations) ? `+
+	`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: %[2]s}] : `+
+	`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: %[2]s}}])`,
+	quote(appsv1alpha1.WebhookRouteAnnotation), quote(appsv1alpha1.WebhookRouteValue))
+
+// selectedByOthers is a CEL condition: another SidecarSet selects the pod.
+func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, error) {
+	var terms []string
+	sorted := slices.Clone(others)
+	slices.SortFunc(sorted, func(a, b *appsv1alpha1.SidecarSet) int { return strings.Compare(a.Name, b.Name) })
+	for _, o := range sorted {
+		if o.Name == self {
+			continue
+		}
+		if o.Spec.Selector == nil {
+			continue // refused by validation; the webhook matches it to nothing either
+		}
+		pods, err := selectorCEL(o.Spec.Selector, "object.metadata.labels")
+		if err != nil {
+			return "", fmt.Errorf("SidecarSet %q: spec.selector: %w", o.Name, err)
+		}
+		namespaces, err := selectorCEL(o.Spec.NamespaceSelector, "namespaceObject.metadata.labels")
+		if err != nil {
+			return "", fmt.Errorf("SidecarSet %q: spec.namespaceSelector: %w", o.Name, err)
+		}
+		terms = append(terms, fmt.Sprintf("(%s && %s)", pods, namespaces))
+	}
+	if len(terms) == 0 {
+		return "false", nil
+	}
+	return strings.Join(terms, " || "), nil
+}
+
+func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable, opts Options) *admissionregistrationv1.MutatingAdmissionPolicy {
+	fail := admissionregistrationv1.Fail
+	return &admissionregistrationv1.MutatingAdmissionPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        Name(set.Name),
+			Labels:      map[string]string{ManagedByLabel: ManagedByValue, SetLabel: set.Name},
+			Annotations: map[string]string{HashAnnotation: hash},
+		},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
+					{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{appsv1alpha1.NamespaceInjectionDisabled}},
+				}},
+				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}}},
+			},
+			Variables: append([]admissionregistrationv1.Variable{
+				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation)},
+				{Name: "recorded", Expression: hasAnnotation(appsv1alpha1.StatusAnnotation)},
+				{Name: "others", Expression: others},
+			}, variables...),
+			Mutations: []admissionregistrationv1.Mutation{{
+				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: mutation},
+			}},
+			FailurePolicy: &fail,
+			// The policy sees the pod before any mutating webhook, like ours does
+			// (reinvocationPolicy Never): a pod is injected once, at its first pass.
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		},
+	}
+}
+
+func excludedNamespaces(opts Options) []string {
+	out := []string{metav1.NamespaceSystem}
+	if opts.OperatorNamespace != "" && opts.OperatorNamespace != metav1.NamespaceSystem {
+		out = append(out, opts.OperatorNamespace)
+	}
+	return out
+}
+
+func hasAnnotation(key string) string {
+	return fmt.Sprintf("has(object.metadata.annotations) && %s in object.metadata.annotations", quote(key))
+}
+
+func renderBinding(set *appsv1alpha1.SidecarSet) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
+	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy()}
+	if set.Spec.NamespaceSelector != nil {
+		match.NamespaceSelector = set.Spec.NamespaceSelector.DeepCopy()
+	}
+	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   Name(set.Name),
+			Labels: map[string]string{ManagedByLabel: ManagedByValue, SetLabel: set.Name},
+		},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+			PolicyName:     Name(set.Name),
+			MatchResources: match,
+		},
+	}
+}
+
+// compiledInjection is the injecting branch of a policy: its variables and its patch.
+type compiledInjection struct {
+	variables []admissionregistrationv1.Variable
+	ops       string
+}
+
+// injection renders what the engine does for a pod that no other set selects, that records
+// nothing and that clashes with nothing of the set's: sidecars placed by podInjectPolicy, the
+// volumes they mount and the pull secrets the pod lacks added, the record written.
+func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, error) {
+	spec := &set.Spec
+	var ops []string
+	for _, l := range []struct {
+		path       string
+		containers []appsv1alpha1.SidecarContainer
+	}{{"/spec/initContainers", spec.InitContainers}, {"/spec/containers", spec.Containers}} {
+		listOps, err := containerOps(l.path, l.containers)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, listOps...)
+	}
+	volumes, external := mounted(spec)
+	if len(volumes) > 0 {
+		ops = append(ops, createList("/spec/volumes", "object.spec.volumes"))
+		for _, v := range volumes {
+			lit, err := literal(v)
+			if err != nil {
+				return nil, fmt.Errorf("spec.volumes %q: %w", v.Name, err)
+			}
+			ops = append(ops, addOp("/spec/volumes/-", lit))
+		}
+	}
+	secretNames := make([]string, len(spec.ImagePullSecrets))
+	for i, s := range spec.ImagePullSecrets {
+		secretNames[i] = s.Name
+	}
+	if len(secretNames) > 0 {
+		ops = append(ops,
+			`(variables.secrets.size() == 0 || has(object.spec.imagePullSecrets) ? [] : [JSONPatch{op: "add", path: "/spec/imagePullSecrets", value: []}])`,
+			`variables.secrets.map(n, JSONPatch{op: "add", path: "/spec/imagePullSecrets/-", value: {"name": n}})`)
+	}
+	ops = append(ops, annotationOps(len(spec.Containers) > 0))
+
+	vars := []admissionregistrationv1.Variable{
+		{Name: "clash", Expression: clash(spec, volumes, external)},
+		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
+		{Name: "record", Expression: record(set.Name, hash, spec, volumes)},
+	}
+	return &compiledInjection{variables: vars, ops: "(" + strings.Join(ops, " + ") + ")"}, nil
+}
+
+// containerOps places one list's sidecars: BeforeAppContainer ones in front of the pod's
+// own, in the set's order, the others after them.
+func containerOps(path string, containers []appsv1alpha1.SidecarContainer) ([]string, error) {
+	if len(containers) == 0 {
+		return nil, nil
+	}
+	var ops []string
+	if path == "/spec/initContainers" {
+		ops = append(ops, createList(path, "object.spec.initContainers"))
+	}
+	before := 0
+	for i := range containers {
+		lit, err := literal(&containers[i].Container)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: %w", containers[i].Name, err)
+		}
+		at := path + "/-"
+		if containers[i].PodInjectPolicy == appsv1alpha1.BeforeAppContainer {
+			at = fmt.Sprintf("%s/%d", path, before)
+			before++
+		}
+		ops = append(ops, addOp(at, lit))
+	}
+	return ops, nil
+}
+
+func addOp(path, value string) string {
+	return fmt.Sprintf(`[JSONPatch{op: "add", path: %s, value: %s}]`, quote(path), value)
+}
+
+// createList adds an empty list where the pod has none, so that the adds after it, in the
+// same patch, have a list to go into.
+func createList(path, field string) string {
+	return fmt.Sprintf(`(has(%s) ? [] : [JSONPatch{op: "add", path: %s, value: []}])`, field, quote(path))
+}
+
+// mounted returns the set's volumes that its sidecars mount, in the set's order, and the names
+// they mount that the set does not define (the pod must have them).
+func mounted(spec *appsv1alpha1.SidecarSetSpec) ([]corev1.Volume, []string) {
+	names := sets.New[string]()
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			for _, m := range list[i].VolumeMounts {
+				names.Insert(m.Name)
+			}
+			for _, d := range list[i].VolumeDevices {
+				names.Insert(d.Name)
+			}
+		}
+	}
+	var volumes []corev1.Volume
+	for _, v := range spec.Volumes {
+		if names.Has(v.Name) {
+			volumes = append(volumes, v)
+			names.Delete(v.Name)
+		}
+	}
+	return volumes, sets.List(names)
+}
+
+// clash is a CEL condition: the engine would not simply add the set to this pod. The pod
+// already has a container or init container of an injected name, or a volume of an added
+// name (the engine keeps an identical one and refuses a different one), lacks a volume the
+// sidecars mount that the set does not define (refused), or shares the host's network while
+// a sidecar declares ports (the engine compares the defaulted host ports).
+func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external []string) string {
+	var names []string
+	ports := false
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			names = append(names, list[i].Name)
+		}
+	}
+	for i := range spec.Containers {
+		ports = ports || len(spec.Containers[i].Ports) > 0
+	}
+	podContainers := "object.spec.containers.map(c, c.name) + (has(object.spec.initContainers) ? object.spec.initContainers.map(c, c.name) : [])"
+	podVolumes := "(has(object.spec.volumes) ? object.spec.volumes.map(v, v.name) : [])"
+	terms := []string{
+		"!has(object.spec.containers) || object.spec.containers.size() == 0",
+		fmt.Sprintf("%s.exists(n, n in %s)", quoteAll(names), podContainers),
+	}
+	if len(volumes) > 0 {
+		added := make([]string, len(volumes))
+		for i, v := range volumes {
+			added[i] = v.Name
+		}
+		terms = append(terms, fmt.Sprintf("%s.exists(n, n in %s)", quoteAll(added), podVolumes))
+	}
+	if len(external) > 0 {
+		terms = append(terms, fmt.Sprintf("!%s.all(n, n in %s)", quoteAll(external), podVolumes))
+	}
+	if ports {
+		terms = append(terms, "(has(object.spec.hostNetwork) && object.spec.hostNetwork)")
+	}
+	return strings.Join(terms, " || ")
+}
+
+// record is a CEL string: the status annotation the engine writes, byte for byte (a pod with
+// an earlier record is routed, so this set's entry is the only one).
+func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume) string {
+	rec := inject.Record{Hash: hash}
+	for i := range spec.Containers {
+		rec.Containers = append(rec.Containers, spec.Containers[i].Name)
+	}
+	for i := range spec.InitContainers {
+		rec.InitContainers = append(rec.InitContainers, spec.InitContainers[i].Name)
+	}
+	for _, v := range volumes {
+		rec.Volumes = append(rec.Volumes, v.Name)
+	}
+	// The pull secrets the pod lacks go in last: imagePullSecrets is the record's last field
+	// (notShared is never set without shareVolumePolicy).
+	enc := inject.Records{name: rec}.Encode()
+	head := strings.TrimSuffix(enc, "}}")
+	if len(spec.ImagePullSecrets) == 0 {
+		return quote(enc)
+	}
+	return fmt.Sprintf(`%s + (variables.secrets.size() == 0 ? "" : ",\"imagePullSecrets\":[" + variables.secrets.map(n, "\"" + n + "\"").join(",") + "]") + "}}"`, quote(head))
+}
+
+// annotationOps writes the record and, when sidecars join spec.containers and the pod names
+// no default container, pins kubectl's default container to the pod's first one.
+func annotationOps(addsContainers bool) string {
+	status := quote(appsv1alpha1.StatusAnnotation)
+	def := quote(appsv1alpha1.DefaultContainerAnnotation)
+	if !addsContainers {
+		return fmt.Sprintf(`(has(object.metadata.annotations) ? `+
+			`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: variables.record}] : `+
+			`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: variables.record}}])`, status)
+	}
+	return fmt.Sprintf(`(has(object.metadata.annotations) ? `+
+		`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: variables.record}] + `+
+		`(%[2]s in object.metadata.annotations ? [] : [JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[2]s), value: object.spec.containers[0].name}]) : `+
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: dyn(variables.record), %[2]s: dyn(object.spec.containers[0].name)}}])`, status, def)
+}

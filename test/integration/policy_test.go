@@ -1,0 +1,207 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+)
+
+// noWebhookLabel keeps a pod from the pod webhook while TestPolicyModeStoresWhatTheWebhookStores
+// runs (the test adds a matchCondition on it), to see what the policies alone do.
+const noWebhookLabel = "policy-test.sidecarset.io/no-webhook"
+
+// routedCases are the engine's golden cases that the policies send to the webhook, and why.
+// Every other case is injected (or left alone) by the policies with no webhook call.
+var routedCases = map[string]string{
+	"app-container-identical":              "the pod has a container of an injected name",
+	"conflict-app-container":               "the pod has a container of an injected name",
+	"conflict-app-init-container":          "the pod has an init container of an injected name",
+	"conflict-host-port":                   "a sidecar binds a host port",
+	"conflict-two-sets-container":          "two sets select the pod",
+	"conflict-two-sets-volume":             "two sets select the pod",
+	"conflict-volume-definition":           "the pod has a volume of an added name",
+	"log-agent-share-volumes-transfer-env": "transferEnv and shareVolumePolicy",
+	"malformed-annotation":                 "the pod has a record",
+	"paused-with-record":                   "the pod has a record",
+	"pod-defines-identical-volume":         "the pod has a volume of an added name",
+	"reinject-old-hash":                    "the pod has a record",
+	"share-volumes-left-out":               "shareVolumePolicy",
+	"stale-record-stripped":                "the pod has a record",
+	"transfer-env-missing":                 "transferEnv",
+	"transfer-env-references":              "transferEnv",
+	"two-sets-order-shared-volume":         "two sets select the pod",
+}
+
+// outcome is what creating a pod gives: the pod stored, or the refusal.
+type outcome struct {
+	Pod   *corev1.Pod
+	Error string
+}
+
+// TestPolicyModeStoresWhatTheWebhookStores creates the pod of every golden case of the engine
+// through the API server in webhook mode, then in policy mode (each SidecarSet compiled into its
+// MutatingAdmissionPolicy; the pod webhook registered with policy mode's matchCondition, so it
+// is called only for pods a policy routes to it). Both must store the same pod, or refuse it
+// with the same message. What the policies do alone is checked too: the cases in routedCases
+// carry the route annotation and nothing else changed, every other case is already the final
+// pod.
+func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
+	cases := injecttest.LoadCases(t, "../../internal/inject/testdata")
+	want := map[string]outcome{}
+	for _, c := range cases {
+		t.Run("webhook/"+c.Name, func(t *testing.T) {
+			pod, _ := setUpCase(t, c)
+			want[c.Name] = create(t, pod)
+		})
+	}
+	// Cleanups run last first: this one, after the registration is restored.
+	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
+	probe.Labels[noWebhookLabel] = "true"
+	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
+	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
+		w.MatchConditions = append(w.MatchConditions, policyModeCondition(),
+			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
+	})
+	for _, c := range cases {
+		t.Run("policy/"+c.Name, func(t *testing.T) {
+			w, ok := want[c.Name]
+			if !ok {
+				t.Skip("webhook mode failed") // reported above
+			}
+			pod, sets := setUpCase(t, c)
+			for _, set := range sets {
+				compiled, err := policy.Compile(set, sets, policy.Options{OperatorNamespace: operatorNamespace})
+				must(t, err)
+				createPolicy(t, compiled)
+			}
+			alone := pod.DeepCopy()
+			alone.Labels[noWebhookLabel] = "true"
+			_, routed := routedCases[c.Name]
+			eventually(t, "the policies to give the webhook's outcome", func() (bool, string) {
+				got := create(t, pod)
+				if diff := cmp.Diff(w, got); diff != "" {
+					return false, "policy mode differs from webhook mode (-webhook +policy):\n" + diff
+				}
+				byPolicy := create(t, alone)
+				if byPolicy.Pod != nil {
+					delete(byPolicy.Pod.Labels, noWebhookLabel)
+				}
+				if routed {
+					return isRouted(pod, byPolicy)
+				}
+				if diff := cmp.Diff(w, byPolicy); diff != "" {
+					return false, "the policies alone do not give the webhook's outcome (-webhook +policy):\n" + diff
+				}
+				return true, ""
+			})
+		})
+	}
+}
+
+// awaitWebhookCalled waits until the API server calls the pod webhook for pod, which the test's
+// matchConditions kept from it: the restored registration is in effect for the tests after.
+func awaitWebhookCalled(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	before := webhookRequests(t, ourwebhook.PodInjectorPath)
+	eventually(t, "the API server to call the pod webhook again", func() (bool, string) {
+		_, err := dryRun(t, pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		calls := webhookRequests(t, ourwebhook.PodInjectorPath) - before
+		return calls > 0, fmt.Sprintf("%v calls", calls)
+	})
+}
+
+// policyModeCondition is the matchCondition policy mode gives the pod webhook.
+func policyModeCondition() admissionregistrationv1.MatchCondition {
+	return admissionregistrationv1.MatchCondition{Name: "routed-by-policy", Expression: fmt.Sprintf(
+		"has(object.metadata.annotations) && %q in object.metadata.annotations", appsv1alpha1.WebhookRouteAnnotation)}
+}
+
+// isRouted reports whether the policies alone stored the pod as created plus the route
+// annotation.
+func isRouted(pod *corev1.Pod, got outcome) (bool, string) {
+	if got.Pod == nil {
+		return false, "the policies alone refused the pod: " + got.Error
+	}
+	if v := got.Pod.Annotations[appsv1alpha1.WebhookRouteAnnotation]; v != appsv1alpha1.WebhookRouteValue {
+		return false, fmt.Sprintf("the policies alone did not route the pod to the webhook: annotations %v", got.Pod.Annotations)
+	}
+	if a, b := containerNames(pod.Spec.Containers), containerNames(got.Pod.Spec.Containers); !cmp.Equal(a, b) {
+		return false, fmt.Sprintf("a routed pod's containers changed: %v -> %v", a, b)
+	}
+	if a, b := containerNames(pod.Spec.InitContainers), containerNames(got.Pod.Spec.InitContainers); !cmp.Equal(a, b) {
+		return false, fmt.Sprintf("a routed pod's init containers changed: %v -> %v", a, b)
+	}
+	return true, ""
+}
+
+// setUpCase creates the case's SidecarSets (without validation: some cases hold sets it
+// refuses) and a namespace with the case's labels, and returns the case's pod in it and the
+// sets as stored (defaulted by the API server, as the operator reads them).
+func setUpCase(t *testing.T, c injecttest.Case) (*corev1.Pod, []*appsv1alpha1.SidecarSet) {
+	t.Helper()
+	labels := map[string]string{}
+	if c.Namespace != nil {
+		for k, v := range c.Namespace.Labels {
+			if k != corev1.LabelMetadataName {
+				labels[k] = v
+			}
+		}
+	}
+	ns := newNamespace(t, labels)
+	pod := c.Pod.DeepCopy()
+	pod.Namespace = ns
+	if sa := pod.Spec.ServiceAccountName; sa != "" {
+		must(t, k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}))
+	}
+	var stored []*appsv1alpha1.SidecarSet
+	withoutSidecarSetValidation(t, func() {
+		for _, set := range c.Sets {
+			set := set.DeepCopy()
+			must(t, k8s.Create(ctx, set))
+			t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
+			stored = append(stored, set)
+		}
+	})
+	for _, set := range stored {
+		waitForSet(t, set)
+	}
+	return pod, stored
+}
+
+// create dry-runs the pod's creation through the whole admission chain.
+func create(t *testing.T, pod *corev1.Pod) outcome {
+	t.Helper()
+	got, err := dryRun(t, pod)
+	if err != nil {
+		// The API server prefixes the webhook's message with its own words: keep the message.
+		msg := err.Error()
+		if i := strings.Index(msg, "denied the request: "); i >= 0 {
+			msg = msg[i+len("denied the request: "):]
+		}
+		return outcome{Error: msg}
+	}
+	got.Namespace = "" // each mode's pods are in a namespace of their own
+	return outcome{Pod: got}
+}
+
+// createPolicy creates a compiled set's policy and binding, deleted after the test.
+func createPolicy(t *testing.T, c *policy.Compiled) {
+	t.Helper()
+	must(t, k8s.Create(ctx, c.Policy))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, c.Policy) })
+	must(t, k8s.Create(ctx, c.Binding))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, c.Binding) })
+}
