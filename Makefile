@@ -25,6 +25,9 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 TEST_MANIFESTS ?= $(LOCALBIN)/test-manifests
+# DEPLOY_CONFIG is the kustomization make deploy applies: config/default (webhook mode) or
+# config/policy-mode (each SidecarSet compiled into a MutatingAdmissionPolicy).
+DEPLOY_CONFIG ?= config/default
 # kubectl from PATH, else the one hack/controlplane-build.sh builds.
 KUBECTL ?= $(shell command -v kubectl 2>/dev/null || echo $(LOCALBIN)/k8s/kubectl)
 GO_TEST_FLAGS ?=
@@ -70,6 +73,7 @@ verify: manifests generate chart ## Regenerate everything and fail if a generate
 test-manifests: manifests kustomize ## Render config/default, whose CRD and webhook configurations the integration tests install.
 	@mkdir -p $(TEST_MANIFESTS)
 	$(KUSTOMIZE) build config/default > $(TEST_MANIFESTS)/default.yaml
+	$(KUSTOMIZE) build config/policy-mode > $(TEST_MANIFESTS)/policy-mode.yaml
 
 .PHONY: test
 test: manifests generate fmt vet envtest test-manifests ## Unit tests, then integration tests against a real kube-apiserver.
@@ -181,9 +185,9 @@ uninstall: kustomize kubectl ## Remove the CRD (and every SidecarSet) from the c
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...).
+deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...; DEPLOY_CONFIG=config/policy-mode for policy mode).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: build-installer
 build-installer: kustomize ## Write dist/install.yaml: CRD, RBAC, manager, webhooks and the cert-manager Issuer/Certificate in one file (IMG=...).
@@ -195,7 +199,7 @@ build-installer: kustomize ## Write dist/install.yaml: CRD, RBAC, manager, webho
 
 .PHONY: undeploy
 undeploy: kustomize kubectl ## Remove everything `make deploy` created, the CRD and every SidecarSet included.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools
 

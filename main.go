@@ -49,6 +49,7 @@ type flags struct {
 	webhookCertKey, webhookHost             string
 	webhookPort                             int
 	leaderElectionNamespace                 string
+	injection                               string
 }
 
 func parseFlags() (flags, zap.Options) {
@@ -68,6 +69,10 @@ func parseFlags() (flags, zap.Options) {
 	flag.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
 	flag.StringVar(&f.webhookHost, "webhook-host", "", "The address the webhook server binds to; empty means all interfaces.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
+	flag.StringVar(&f.injection, "injection", operator.InjectionWebhook, "How opted-in pods get their sidecars: "+
+		"\""+operator.InjectionWebhook+"\" (the pod webhook injects every pod) or \""+operator.InjectionPolicy+"\" (each SidecarSet "+
+		"is compiled into a MutatingAdmissionPolicy that the API server runs; the webhook injects only the pods the "+
+		"policies route to it; install with the policy-mode kustomize component).")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -140,9 +145,9 @@ func run(f flags) error {
 	if err := mgr.Add(watcher); err != nil {
 		return err
 	}
-	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection}); err != nil {
 		return err
 	}
-	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect)
+	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect, "injection", f.injection)
 	return mgr.Start(ctx)
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -51,6 +52,9 @@ type SidecarSetReconciler struct {
 	// Workers is how many SidecarSets are reconciled at once (one set is never reconciled
 	// twice at once); 4 when zero.
 	Workers int
+	// PolicyMode: the operator runs with --injection=policy, and status says whether each
+	// set's policy injects (the PolicyCompiled condition).
+	PolicyMode bool
 	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
 	// rollout over 10,000 pods does not write 10,000 events: past the cap one event on the set
 	// says the rest update quietly (status counts them). 100 when zero.
@@ -151,6 +155,13 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 		}
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
+	if r.PolicyMode {
+		cond := PolicyCondition(set)
+		cond.LastTransitionTime = now
+		meta.SetStatusCondition(&st.Conditions, cond)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionPolicyCompiled)
+	}
 	current, revErr := r.revisions(ctx, compiled)
 	if revErr != nil {
 		return appsv1alpha1.SidecarSetStatus{}, revErr

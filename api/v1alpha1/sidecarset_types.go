@@ -354,6 +354,11 @@ const (
 	// nothing until the conflict is resolved (reason StoppedByConflict). The message names the
 	// other SidecarSet and the fields.
 	ConditionConflict = "Conflict"
+	// ConditionPolicyCompiled, in the operator's policy mode, is True when the SidecarSet's
+	// MutatingAdmissionPolicy injects the pods it alone selects (reason Compiled), False when
+	// every pod it selects goes to the webhook because CEL cannot inject it as the webhook does
+	// (reason Unsupported; the message names the field). Absent in webhook mode.
+	ConditionPolicyCompiled = "PolicyCompiled"
 	// ConditionRollingUpdate reports, for updateStrategy RollingUpdate, whether running Pods
 	// are being updated in place: True while updates remain (reason Progressing, or Paused);
 	// False when there is nothing left to update (reason Complete, or PodsNotUpdatable when

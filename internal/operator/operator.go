@@ -8,11 +8,13 @@ import (
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -25,15 +27,27 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+)
+
+// The injection modes (--injection).
+const (
+	// InjectionWebhook: the pod webhook injects every opted-in pod (the default).
+	InjectionWebhook = "webhook"
+	// InjectionPolicy: each SidecarSet is compiled into a MutatingAdmissionPolicy; the webhook
+	// injects only the pods the policies route to it (docs/design/policy-mode.md).
+	InjectionPolicy = "policy"
 )
 
 // Options configure the operator's parts.
 type Options struct {
 	// Namespace is the namespace the operator runs in; its Pods are never injected.
 	Namespace string
+	// Injection is InjectionWebhook (when empty) or InjectionPolicy.
+	Injection string
 	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
 	// operator-lib's in-cluster factory when nil.
 	Conditions conditions.Factory
@@ -61,11 +75,15 @@ func NewScheme() (*runtime.Scheme, error) {
 // namespace is the operator's: SidecarSet revisions are read there only.
 func CacheOptions(namespace string) cache.Options {
 	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
+	rendered := labels.SelectorFromSet(labels.Set{policy.ManagedByLabel: policy.ManagedByValue})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:              {Label: optedIn, Transform: trimPod},
 			&corev1.Namespace{}:        {UnsafeDisableDeepCopy: ptr.To(true)},
 			&appsv1alpha1.SidecarSet{}: {UnsafeDisableDeepCopy: ptr.To(true)},
+			// Policy mode: only the policies and bindings the operator rendered.
+			&admissionregistrationv1.MutatingAdmissionPolicy{}:        {Label: rendered},
+			&admissionregistrationv1.MutatingAdmissionPolicyBinding{}: {Label: rendered},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -111,6 +129,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if opts.Conditions == nil {
 		opts.Conditions = conditions.InClusterFactory{Client: mgr.GetClient()}
 	}
+	policyMode, err := injectionMode(mgr, opts.Injection)
+	if err != nil {
+		return nil, err
+	}
 	store := snapshot.NewStore()
 	informer, err := mgr.GetCache().GetInformer(ctx, &appsv1alpha1.SidecarSet{})
 	if err != nil {
@@ -149,14 +171,40 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	}
 	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions)}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions), PolicyMode: policyMode}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
+	}
+	if policyMode {
+		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: opts.Namespace}}
+		if err := policies.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
+		}
 	}
 	if err := addHealthChecks(mgr, store); err != nil {
 		return nil, err
 	}
 	return &Operator{Sets: store, Cache: mgr.GetCache()}, nil
+}
+
+// injectionMode reports whether the operator runs in policy mode. Policy mode on an API server
+// that does not serve MutatingAdmissionPolicy v1 is an error naming the flag, never a silent
+// fallback to the webhook.
+func injectionMode(mgr ctrl.Manager, mode string) (bool, error) {
+	switch mode {
+	case "", InjectionWebhook:
+		return false, nil
+	case InjectionPolicy:
+	default:
+		return false, fmt.Errorf("--injection=%q: use %q or %q", mode, InjectionWebhook, InjectionPolicy)
+	}
+	gk := schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingAdmissionPolicy"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, admissionregistrationv1.SchemeGroupVersion.Version); err != nil {
+		return false, fmt.Errorf("--injection=%s needs the API server to serve %s/v1 MutatingAdmissionPolicy "+
+			"(Kubernetes 1.36 or later, its MutatingAdmissionPolicy admission plugin on); run with --injection=%s instead: %w",
+			InjectionPolicy, admissionregistrationv1.GroupName, InjectionWebhook, err)
+	}
+	return true, nil
 }
 
 // setupWebhooks registers the pod injector (never injecting the excluded namespaces) and the

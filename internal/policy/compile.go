@@ -65,7 +65,7 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, op
 	if err != nil {
 		return nil, err
 	}
-	out := &Compiled{Hash: inject.Hash(&set.Spec), Unsupported: unsupported(set)}
+	out := &Compiled{Hash: inject.Hash(&set.Spec), Unsupported: Check(set)}
 	var mutation string
 	var variables []admissionregistrationv1.Variable // the injecting branch's
 	switch {
@@ -88,8 +88,9 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, op
 	return out, nil
 }
 
-// unsupported reports the first part of set that a policy cannot inject as the engine does.
-func unsupported(set *appsv1alpha1.SidecarSet) *Unsupported {
+// Check reports the first part of set that a policy cannot inject as the engine does (the set
+// then stays on the webhook), or nil.
+func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 	if set.Spec.InjectionStrategy.Revision != nil {
 		return &Unsupported{Field: "spec.injectionStrategy.revision",
 			Reason: "new pods get a stored revision, which the webhook reads from the cluster"}

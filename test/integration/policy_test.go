@@ -1,17 +1,35 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
+	"github.com/sidecarset/sidecarset-operator/internal/operator"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
@@ -69,7 +87,7 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 	probe.Labels[noWebhookLabel] = "true"
 	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
 	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
-		w.MatchConditions = append(w.MatchConditions, policyModeCondition(),
+		w.MatchConditions = append(policyModeWebhook(t).MatchConditions,
 			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
 	})
 	for _, c := range cases {
@@ -121,12 +139,6 @@ func awaitWebhookCalled(t *testing.T, pod *corev1.Pod) {
 		calls := webhookRequests(t, ourwebhook.PodInjectorPath) - before
 		return calls > 0, fmt.Sprintf("%v calls", calls)
 	})
-}
-
-// policyModeCondition is the matchCondition policy mode gives the pod webhook.
-func policyModeCondition() admissionregistrationv1.MatchCondition {
-	return admissionregistrationv1.MatchCondition{Name: "routed-by-policy", Expression: fmt.Sprintf(
-		"has(object.metadata.annotations) && %q in object.metadata.annotations", appsv1alpha1.WebhookRouteAnnotation)}
 }
 
 // isRouted reports whether the policies alone stored the pod as created plus the route
@@ -204,4 +216,115 @@ func createPolicy(t *testing.T, c *policy.Compiled) {
 	t.Cleanup(func() { deleteIgnoreNotFound(t, c.Policy) })
 	must(t, k8s.Create(ctx, c.Binding))
 	t.Cleanup(func() { deleteIgnoreNotFound(t, c.Binding) })
+}
+
+// policyModeWebhook is the pod webhook as config/policy-mode registers it.
+func policyModeWebhook(t *testing.T) admissionregistrationv1.MutatingWebhook {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(manifestsDir, "policy-mode.yaml"))
+	must(t, err)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		must(t, err)
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		must(t, yaml.Unmarshal(doc, &cfg))
+		if cfg.Kind != "MutatingWebhookConfiguration" {
+			continue
+		}
+		for _, w := range cfg.Webhooks {
+			if w.Name == "inject.sidecarset.io" {
+				return w
+			}
+		}
+	}
+	t.Fatal("config/policy-mode registers no pod webhook")
+	return admissionregistrationv1.MutatingWebhook{}
+}
+
+// TestPolicyReconcilerRendersUpdatesAndPrunes runs the policy reconciler with the permissions
+// config/policy-mode gives the manager's ServiceAccount: it renders a new set's policy and
+// binding, owned by the set, and the API server then injects the set's pods with no webhook
+// call; a spec change reaches new pods; a deleted set's policy and binding go.
+func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
+	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
+	must(t, err)
+	scheme, err := operator.NewScheme()
+	must(t, err)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	must(t, err)
+	must(t, (&controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: operatorNamespace}}).SetupWithManager(mgr))
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		must(t, <-done)
+	})
+
+	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
+	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
+	probe.Labels[noWebhookLabel] = "true"
+	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
+	routing := policyModeWebhook(t).MatchConditions
+	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
+		w.MatchConditions = append(routing,
+			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
+	})
+
+	set := createSet(t, sidecarSet("policy-rec", "policy-rec"))
+	var rendered admissionregistrationv1.MutatingAdmissionPolicy
+	eventually(t, "the set's policy and binding", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &rendered); err != nil {
+			return false, err.Error()
+		}
+		var binding admissionregistrationv1.MutatingAdmissionPolicyBinding
+		if err := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &binding); err != nil {
+			return false, err.Error()
+		}
+		if !metav1.IsControlledBy(&rendered, set) || !metav1.IsControlledBy(&binding, set) {
+			return false, fmt.Sprintf("owners %v, %v", rendered.OwnerReferences, binding.OwnerReferences)
+		}
+		return true, ""
+	})
+	pod := appPod(newNamespace(t, nil), "by-policy", "policy-rec", true)
+	pod.Labels[noWebhookLabel] = "true"
+	sidecarImage := func() (bool, string) {
+		got, err := dryRun(t, pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		var current appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &current))
+		want := current.Spec.Containers[0].Image
+		names := containerNames(got.Spec.Containers)
+		if !cmp.Equal(names, []string{"app", "policy-rec-agent"}) || got.Spec.Containers[1].Image != want {
+			return false, fmt.Sprintf("containers %v, want app and policy-rec-agent with image %s", names, want)
+		}
+		if hash, _ := inject.InjectedHash(got.Annotations, set.Name); hash != inject.Hash(&current.Spec) {
+			return false, fmt.Sprintf("record %q, want hash %s", got.Annotations[appsv1alpha1.StatusAnnotation], inject.Hash(&current.Spec))
+		}
+		return true, ""
+	}
+	eventually(t, "the policy to inject the pod", sidecarImage)
+
+	var current appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &current))
+	current.Spec.Containers[0].Image = "registry.example/agent:2.0"
+	must(t, k8s.Update(ctx, &current))
+	eventually(t, "the policy to inject the new image", sidecarImage)
+
+	must(t, k8s.Delete(ctx, set))
+	eventually(t, "the deleted set's policy and binding to go", func() (bool, string) {
+		var p admissionregistrationv1.MutatingAdmissionPolicy
+		var b admissionregistrationv1.MutatingAdmissionPolicyBinding
+		pErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &p)
+		bErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &b)
+		return apierrors.IsNotFound(pErr) && apierrors.IsNotFound(bErr), fmt.Sprintf("policy: %v, binding: %v", pErr, bErr)
+	})
 }

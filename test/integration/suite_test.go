@@ -32,6 +32,10 @@ var (
 	op *operator.Operator
 	// upgradeable records what the operator tells OLM through its OperatorCondition.
 	upgradeable = &recordedCondition{}
+	// adminConfig is the test API server's admin config; manifestsDir holds the rendered
+	// kustomizations (default.yaml, policy-mode.yaml).
+	adminConfig  *rest.Config
+	manifestsDir string
 )
 
 func TestMain(m *testing.M) {
@@ -60,6 +64,7 @@ func runSuite(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("starting envtest: %w", err)
 	}
+	adminConfig, manifestsDir = cfg, filepath.Dir(manifests)
 	defer func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)

@@ -1,0 +1,180 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
+)
+
+// renderedAnnotation holds, on a rendered policy or binding, a digest of what was rendered, so
+// that an object the API server has defaulted is rewritten only when our rendering changed.
+const renderedAnnotation = "sidecarset.io/rendered"
+
+// policiesKey is the one request PolicyReconciler serves: each set's policy names the other
+// sets' selectors, so every policy is rendered from the whole list.
+var policiesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sidecarset-policies"}}
+
+// PolicyReconciler keeps, in policy mode, one MutatingAdmissionPolicy and binding per
+// SidecarSet (package policy renders them), owned by the set, and deletes those of sets that
+// are gone. Its RBAC is granted by the policy-mode kustomize component, not by the operator's
+// generated role: webhook mode never writes admission policies.
+type PolicyReconciler struct {
+	// Client reads SidecarSets and the rendered objects from the manager's cache.
+	Client client.Client
+	// Options are the webhook's settings the policies repeat.
+	Options policy.Options
+}
+
+// Reconcile renders every set's policy and binding and writes those that changed.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	var list appsv1alpha1.SidecarSetList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing SidecarSets: %w", err)
+	}
+	sets := make([]*appsv1alpha1.SidecarSet, len(list.Items))
+	for i := range list.Items {
+		sets[i] = &list.Items[i]
+	}
+	keep := map[string]bool{}
+	for _, set := range sets {
+		if set.DeletionTimestamp != nil {
+			continue
+		}
+		compiled, err := policy.Compile(set, sets, r.Options)
+		if err != nil {
+			// Only a set written while validation was down; its status says Invalid.
+			ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
+			continue
+		}
+		keep[compiled.Policy.Name] = true
+		if err := r.write(ctx, set, compiled.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.write(ctx, set, compiled.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.prune(ctx, keep)
+}
+
+// write creates want, owned by set, or updates the stored object when its rendering differs.
+// have is an empty object of want's type to read into.
+func (r *PolicyReconciler) write(ctx context.Context, set *appsv1alpha1.SidecarSet, want, have client.Object) error {
+	digest, err := rendering(want)
+	if err != nil {
+		return err
+	}
+	annotations := want.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[renderedAnnotation] = digest
+	want.SetAnnotations(annotations)
+	if err := controllerutil.SetControllerReference(set, want, r.Client.Scheme()); err != nil {
+		return err
+	}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil {
+			return fmt.Errorf("creating %T %s: %w", want, want.GetName(), err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %T %s: %w", want, want.GetName(), err)
+	case have.GetAnnotations()[renderedAnnotation] == digest && metav1.IsControlledBy(have, set):
+		return nil
+	}
+	want.SetResourceVersion(have.GetResourceVersion())
+	if err := r.Client.Update(ctx, want); err != nil {
+		return fmt.Errorf("updating %T %s: %w", want, want.GetName(), err)
+	}
+	return nil
+}
+
+// rendering is a digest of the object as rendered (before the API server defaults it).
+func rendering(obj client.Object) (string, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// prune deletes the rendered policies and bindings no set needs any more (the garbage
+// collector deletes those of deleted sets too, but not of sets that became invalid).
+func (r *PolicyReconciler) prune(ctx context.Context, keep map[string]bool) error {
+	managed := client.MatchingLabels{policy.ManagedByLabel: policy.ManagedByValue}
+	var policies admissionregistrationv1.MutatingAdmissionPolicyList
+	if err := r.Client.List(ctx, &policies, managed); err != nil {
+		return fmt.Errorf("listing MutatingAdmissionPolicies: %w", err)
+	}
+	var bindings admissionregistrationv1.MutatingAdmissionPolicyBindingList
+	if err := r.Client.List(ctx, &bindings, managed); err != nil {
+		return fmt.Errorf("listing MutatingAdmissionPolicyBindings: %w", err)
+	}
+	var stale []client.Object
+	for i := range policies.Items {
+		if !keep[policies.Items[i].Name] {
+			stale = append(stale, &policies.Items[i])
+		}
+	}
+	for i := range bindings.Items {
+		if !keep[bindings.Items[i].Name] {
+			stale = append(stale, &bindings.Items[i])
+		}
+	}
+	for _, obj := range stale {
+		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler: any SidecarSet spec change, creation or deletion,
+// and any change to a rendered object, renders the policies again.
+func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{policiesKey}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("policy").
+		Watches(&appsv1alpha1.SidecarSet{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&admissionregistrationv1.MutatingAdmissionPolicy{}, all).
+		Watches(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, all).
+		Complete(r)
+}
+
+// PolicyCondition is the PolicyCompiled condition of a set in policy mode: whether its policy
+// injects the pods it selects, or routes them all to the webhook, and why.
+func PolicyCondition(set *appsv1alpha1.SidecarSet) metav1.Condition {
+	c := metav1.Condition{Type: appsv1alpha1.ConditionPolicyCompiled, ObservedGeneration: set.Generation}
+	if u := policy.Check(set); u != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, "Unsupported"
+		c.Message = fmt.Sprintf("every pod this SidecarSet selects is injected by the webhook: %s (%s)", u.Field, u.Reason)
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, "Compiled"
+	c.Message = fmt.Sprintf("MutatingAdmissionPolicy %s injects the pods this SidecarSet alone selects; the webhook those that another SidecarSet also selects, that carry a record or that clash with a sidecar",
+		policy.Name(set.Name))
+	return c
+}
