@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
@@ -326,5 +327,99 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 		pErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &p)
 		bErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &b)
 		return apierrors.IsNotFound(pErr) && apierrors.IsNotFound(bErr), fmt.Sprintf("policy: %v, binding: %v", pErr, bErr)
+	})
+}
+
+// largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
+// volumes, 16 pull secrets), each container with args, env from several sources, a probe,
+// resources and mounts; the init containers are native sidecars.
+func largestSet(name, app string) *appsv1alpha1.SidecarSet {
+	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1alpha1.SidecarSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+	}}
+	container := func(n int, kind string) appsv1alpha1.SidecarContainer {
+		c := corev1.Container{
+			Name:  fmt.Sprintf("%s-%s-%d", name, kind, n),
+			Image: fmt.Sprintf("registry.example/%s:%d.0", kind, n),
+			Args:  []string{"--listen=127.0.0.1:0", "--log-level=info", `--quoted="x\y"`},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("8Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
+			},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: fmt.Sprintf("%s-v-%d", name, 2*n), MountPath: "/a"},
+				{Name: fmt.Sprintf("%s-v-%d", name, 2*n+1), MountPath: "/b", ReadOnly: true},
+			},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 5},
+		}
+		for e := 0; e < 8; e++ {
+			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", e), Value: fmt.Sprintf("value %d: ünïcode \"quoted\"\n", e)})
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
+		return appsv1alpha1.SidecarContainer{Container: c}
+	}
+	for n := 0; n < 32; n++ {
+		set.Spec.Containers = append(set.Spec.Containers, container(n, "c"))
+		init := container(n, "i") // native sidecars, half of them in front of the pod's own
+		init.VolumeMounts = init.VolumeMounts[:1]
+		init.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		if n%2 == 0 {
+			init.PodInjectPolicy = appsv1alpha1.BeforeAppContainer
+		}
+		set.Spec.InitContainers = append(set.Spec.InitContainers, init)
+	}
+	for n := 0; n < 64; n++ {
+		set.Spec.Volumes = append(set.Spec.Volumes, corev1.Volume{Name: fmt.Sprintf("%s-v-%d", name, n),
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	for n := 0; n < 16; n++ {
+		set.Spec.ImagePullSecrets = append(set.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: fmt.Sprintf("pull-%d", n)})
+	}
+	return set
+}
+
+// TestPolicyOfTheLargestSetInjects: the policy of the largest SidecarSet the CRD allows, beside
+// 100 other sets (each a term of its "selected by another set" condition), stays within the
+// API server's CEL cost limits: it is accepted, and it injects a pod on its own.
+func TestPolicyOfTheLargestSetInjects(t *testing.T) {
+	set := createSet(t, largestSet("policy-large", "policy-large"))
+	others := []*appsv1alpha1.SidecarSet{set}
+	for i := 0; i < 100; i++ {
+		o := sidecarSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("other-%03d", i))
+		o.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
+			{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+		}
+		o.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i)}}
+		others = append(others, o)
+	}
+	compiled, err := policy.Compile(set, others, policy.Options{OperatorNamespace: operatorNamespace})
+	must(t, err)
+	if compiled.Unsupported != nil {
+		t.Fatalf("the largest set is not compiled: %s", compiled.Unsupported)
+	}
+	createPolicy(t, compiled)
+	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
+	probe.Labels[noWebhookLabel] = "true"
+	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
+	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
+		w.MatchConditions = append(policyModeWebhook(t).MatchConditions,
+			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
+	})
+	pod := appPod(newNamespace(t, nil), "large", "policy-large", true)
+	pod.Labels[noWebhookLabel] = "true"
+	eventually(t, "the largest set's policy to inject the pod", func() (bool, string) {
+		got, err := dryRun(t, pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(got.Spec.Containers) != 33 || len(got.Spec.InitContainers) != 32 || len(got.Spec.ImagePullSecrets) != 16 {
+			return false, fmt.Sprintf("%d containers, %d init containers, %d pull secrets", len(got.Spec.Containers),
+				len(got.Spec.InitContainers), len(got.Spec.ImagePullSecrets))
+		}
+		if hash, _ := inject.InjectedHash(got.Annotations, set.Name); hash != compiled.Hash {
+			return false, "record " + got.Annotations[appsv1alpha1.StatusAnnotation]
+		}
+		return true, ""
 	})
 }
