@@ -89,7 +89,7 @@ func routePodWebhook(t *testing.T) {
 	raw, err := os.ReadFile("../../config/components/policy-mode/pod_webhook_route_patch.yaml")
 	must(t, err)
 	var ops []struct {
-		Path  string                                    `json:"path"`
+		Path  string                                   `json:"path"`
 		Value []admissionregistrationv1.MatchCondition `json:"value"`
 	}
 	must(t, yaml.Unmarshal(raw, &ops))
