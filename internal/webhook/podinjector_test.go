@@ -867,3 +867,52 @@ func contains(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestPodInjectorRemovesTheRouteMark: a pod that policy mode's admission policies sent here
+// leaves without their mark, also when the webhook lets it through unchanged (no set selects it
+// any more, its namespace is never injected, it opted out); a denial stays a denial.
+func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
+	marked := func(labels map[string]string, extra ...corev1.Container) *corev1.Pod {
+		pod := optedInPod("shop", labels, extra...)
+		pod.Annotations[appsv1alpha1.WebhookRouteAnnotation] = appsv1alpha1.WebhookRouteValue
+		return pod
+	}
+	notOptedIn := marked(nil)
+	delete(notOptedIn.Labels, appsv1alpha1.InjectLabel)
+	excluded := marked(nil)
+	excluded.Namespace = "kube-system"
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		sidecars  int
+		namespace string
+	}{
+		{name: "injected", pod: marked(nil), sidecars: 1},
+		{name: "no set selects it", pod: marked(map[string]string{"app": "other"})},
+		{name: "not opted in", pod: notOptedIn},
+		{name: "excluded namespace", pod: excluded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := rawRequest(t, mustMarshal(t, tc.pod), tc.pod.Namespace)
+			resp := handle(t, testInjector(t), req)
+			if !resp.Allowed {
+				t.Fatalf("refused: %+v", resp.Result)
+			}
+			got := decodePod(t, applyPatch(t, req, resp))
+			if _, ok := got.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
+				t.Errorf("the route mark stayed: annotations %v", got.Annotations)
+			}
+			if got.Annotations["owner"] != "team-a" {
+				t.Errorf("the pod's own annotation was lost: %v", got.Annotations)
+			}
+			if n := len(got.Spec.Containers) - len(tc.pod.Spec.Containers); n != tc.sidecars {
+				t.Errorf("%d sidecars injected, want %d", n, tc.sidecars)
+			}
+		})
+	}
+	clash := marked(nil, corev1.Container{Name: "log-agent", Image: "registry.example/mine:1"})
+	resp := handle(t, testInjector(t), rawRequest(t, mustMarshal(t, clash), clash.Namespace))
+	if resp.Allowed || len(resp.Patches) > 0 {
+		t.Errorf("a clashing marked pod: allowed %v, patches %v; want the denial alone", resp.Allowed, resp.Patches)
+	}
+}

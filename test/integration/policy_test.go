@@ -56,6 +56,7 @@ var routedCases = map[string]string{
 	"reinject-old-hash":                    "the pod has a record",
 	"share-volumes-left-out":               "shareVolumePolicy",
 	"stale-record-stripped":                "the pod has a record",
+	"routed-by-policy":                     "the pod already carries the route mark",
 	"transfer-env-missing":                 "transferEnv",
 	"transfer-env-references":              "transferEnv",
 	"two-sets-order-shared-volume":         "two sets select the pod",
