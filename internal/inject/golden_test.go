@@ -3,16 +3,10 @@ package inject_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/diff"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -29,9 +23,7 @@ const testdataDir = "testdata"
 // Every successful case must also be idempotent and leave its inputs untouched.
 func TestGolden(t *testing.T) {
 	cases := injecttest.LoadCases(t, testdataDir)
-	if !*update {
-		assertNoOrphanGoldens(t, cases)
-	}
+	goldens().AssertNoOrphans(t, cases)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			in := c.Input(t)
@@ -39,7 +31,7 @@ func TestGolden(t *testing.T) {
 			res, err := inject.Apply(in)
 			if err != nil {
 				_ = requireRefused(t, err) // the golden file holds the message
-				compareGolden(t, c.Name, renderGolden(t, c.Name, nil, err, nil))
+				goldens().Compare(t, c.Name, renderGolden(t, c.Name, nil, err, nil))
 				before.assertUnchanged(t, in)
 				return
 			}
@@ -47,9 +39,9 @@ func TestGolden(t *testing.T) {
 			viaPatch := renderGolden(t, c.Name, res, nil, patchedPod(t, c.Pod, res.Patch()))
 			if !bytes.Equal(got, viaPatch) {
 				t.Errorf("Patch() applied to the input pod disagrees with Pod() (-Pod() +patched):\n%s",
-					yamlDiff(t, got, viaPatch))
+					injecttest.YAMLDiff(got, viaPatch))
 			}
-			compareGolden(t, c.Name, got)
+			goldens().Compare(t, c.Name, got)
 			assertValidStaysValid(t, in, res.Pod())
 			assertIdempotent(t, res, c.Input(t))
 			before.assertUnchanged(t, in)
@@ -114,60 +106,7 @@ func goldenPod(t testing.TB, pod *corev1.Pod) map[string]any {
 	return m
 }
 
-func goldenPath(name string) string { return filepath.Join(testdataDir, name+injecttest.GoldenSuffix) }
-
-// compareGolden compares got with the case's golden file, or rewrites the file under -update.
-func compareGolden(t testing.TB, name string, got []byte) {
-	t.Helper()
-	path := goldenPath(name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("writing golden file: %v", err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("golden file %s is missing; run: go test ./internal/inject -run TestGolden -update", path)
-	}
-	if err != nil {
-		t.Fatalf("reading golden file: %v", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s is stale (-want +got):\n%s\nIf the change is intended, run: go test ./internal/inject -run TestGolden -update",
-			path, yamlDiff(t, want, got))
-	}
-}
-
-// assertNoOrphanGoldens fails on golden files whose case is gone: they would never be checked.
-func assertNoOrphanGoldens(t testing.TB, cases []injecttest.Case) {
-	t.Helper()
-	goldens, err := filepath.Glob(filepath.Join(testdataDir, "*"+injecttest.GoldenSuffix))
-	if err != nil {
-		t.Fatalf("listing golden files: %v", err)
-	}
-	known := map[string]bool{}
-	for _, c := range cases {
-		known[goldenPath(c.Name)] = true
-	}
-	for _, g := range goldens {
-		if !known[g] {
-			t.Errorf("golden file %s has no case %s.yaml; delete it", g, strings.TrimSuffix(filepath.Base(g), injecttest.GoldenSuffix))
-		}
-	}
-}
-
-// yamlDiff diffs two YAML documents structurally, falling back to the raw text when one of
-// them is not YAML.
-func yamlDiff(t testing.TB, a, b []byte) string {
-	t.Helper()
-	var av, bv any
-	lines := func(s []byte) []string { return strings.Split(string(s), "\n") }
-	if yaml.Unmarshal(a, &av) != nil || yaml.Unmarshal(b, &bv) != nil {
-		return diff.Diff(lines(a), lines(b))
-	}
-	if d := diff.Diff(av, bv); strings.TrimSpace(d) != "" {
-		return d
-	}
-	return diff.Diff(lines(a), lines(b)) // same structure, different text (comments, layout)
+func goldens() injecttest.Goldens {
+	return injecttest.Goldens{Dir: testdataDir, Suffix: injecttest.GoldenSuffix, Update: *update,
+		Regenerate: "go test ./internal/inject -run TestGolden -update"}
 }

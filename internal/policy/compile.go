@@ -56,16 +56,18 @@ func Name(set string) string { return "sidecarset-" + set }
 
 // Compile renders set's policy and binding. others are every other SidecarSet: a pod that one
 // of them also selects goes to the webhook, which orders several sets' sidecars by name. It
-// fails only on selectors the validating webhook refuses.
+// fails, as the engine does, on a set whose selectors the validating webhook refuses (one
+// written while it was down); such an other set selects nothing, as in the engine.
 func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, opts Options) (*Compiled, error) {
-	if set.Spec.Selector == nil {
-		return nil, fmt.Errorf("SidecarSet %q: spec.selector is required", set.Name)
+	engine, err := inject.Compile(set)
+	if err != nil {
+		return nil, err
 	}
 	othersCEL, err := selectedByOthers(set.Name, others)
 	if err != nil {
 		return nil, err
 	}
-	out := &Compiled{Hash: inject.Hash(&set.Spec), Unsupported: Check(set)}
+	out := &Compiled{Hash: engine.Hash, Unsupported: Check(set)}
 	var mutation string
 	var variables []admissionregistrationv1.Variable // the injecting branch's
 	switch {
@@ -137,8 +139,8 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 		if o.Name == self {
 			continue
 		}
-		if o.Spec.Selector == nil {
-			continue // refused by validation; the webhook matches it to nothing either
+		if _, err := inject.Compile(o); err != nil {
+			continue // refused by validation; the webhook injects nothing with it either
 		}
 		pods, err := selectorCEL(o.Spec.Selector, "object.metadata.labels")
 		if err != nil {

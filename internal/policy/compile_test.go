@@ -1,0 +1,269 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
+)
+
+// plainSet is a SidecarSet a policy injects by itself: one sidecar, one volume it mounts, one
+// pull secret. Tests change a copy of it.
+func plainSet(name string) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+				Name:         name,
+				Image:        "example.com/" + name + ":1",
+				Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9102}},
+				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/" + name}},
+			}}},
+			Volumes:          []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+		},
+	}
+}
+
+var testOptions = policy.Options{OperatorNamespace: "sidecarset-system"}
+
+// TestCompileUnsupported checks which sets a policy cannot inject as the engine does: they
+// stay on the webhook (every pod they select is routed), and Unsupported names the field.
+func TestCompileUnsupported(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*appsv1alpha1.SidecarSetSpec)
+		// field is Unsupported.Field, "" for a set the policy injects itself.
+		field string
+	}{
+		{name: "plain", modify: func(*appsv1alpha1.SidecarSetSpec) {}},
+		{name: "transferEnv", field: "spec.containers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}}
+		}},
+		{name: "init container transferEnv", field: "spec.initContainers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{
+				Container:   corev1.Container{Name: "init", Image: "busybox"},
+				TransferEnv: []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}},
+			}}
+		}},
+		{name: "shareVolumePolicy enabled", field: "spec.containers[1].shareVolumePolicy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{
+				Container:         corev1.Container{Name: "log-agent", Image: "fluent-bit"},
+				ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},
+			})
+		}},
+		{name: "shareVolumePolicy disabled", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyDisabled
+		}},
+		{name: "container hostPort", field: "spec.containers[0].ports[1].hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "syslog", ContainerPort: 5140, HostPort: 5140})
+		}},
+		{name: "init container hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			// Init containers run one at a time: the engine does not compare their host ports.
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+				Name: "init", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}},
+			}}}
+		}},
+		{name: "injectionStrategy.revision", field: "spec.injectionStrategy.revision", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "v1"}
+		}},
+		{name: "revision reported before containers", field: "spec.injectionStrategy.revision", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: "plain-0123456789abcdef"}
+			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := plainSet("plain")
+			tt.modify(&set.Spec)
+			compiled := mustCompile(t, set, nil)
+			got := ""
+			if compiled.Unsupported != nil {
+				got = compiled.Unsupported.Field
+				if compiled.Unsupported.Reason == "" {
+					t.Errorf("Unsupported %s gives no reason", got)
+				}
+			}
+			if got != tt.field {
+				t.Fatalf("Unsupported is %v, want field %q", compiled.Unsupported, tt.field)
+			}
+			if check := policy.Check(set); (check == nil) != (tt.field == "") || check != nil && *check != *compiled.Unsupported {
+				t.Errorf("Check gives %v, Compile %v", check, compiled.Unsupported)
+			}
+			if injects := mutationInjects(t, compiled); injects != (tt.field == "") {
+				t.Errorf("the mutation injects: %t, want %t:\n%s", injects, tt.field == "", mutation(t, compiled))
+			}
+		})
+	}
+}
+
+// TestCompilePausedNeverInjects checks that a paused set's policy adds nothing: it only routes
+// pods that carry a record, whose sidecars the webhook keeps. The same set unpaused injects,
+// so the check below can tell the two apart.
+func TestCompilePausedNeverInjects(t *testing.T) {
+	set := plainSet("plain")
+	set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "busybox"}}}
+	if !mutationInjects(t, mustCompile(t, set, nil)) {
+		t.Fatalf("the unpaused set's mutation does not inject:\n%s", mutation(t, mustCompile(t, set, nil)))
+	}
+	set.Spec.InjectionStrategy.Paused = true
+	compiled := mustCompile(t, set, nil)
+	if compiled.Unsupported != nil {
+		t.Errorf("pausing made the set unsupported: %v", compiled.Unsupported)
+	}
+	if mutationInjects(t, compiled) {
+		t.Errorf("the paused set's mutation injects:\n%s", mutation(t, compiled))
+	}
+	if m := mutation(t, compiled); !strings.Contains(m, appsv1alpha1.WebhookRouteAnnotation) {
+		t.Errorf("the paused set's mutation never routes a pod to the webhook:\n%s", m)
+	}
+}
+
+// TestCompileOthers checks the others variable: a pod another set selects goes to the
+// webhook, so with no other set (the set itself and sets without a selector do not count) it
+// must be the constant false, and with one it must name that set's labels.
+func TestCompileOthers(t *testing.T) {
+	unselective := plainSet("no-selector")
+	unselective.Spec.Selector = nil
+	tests := []struct {
+		name   string
+		others []*appsv1alpha1.SidecarSet
+		// want is the others expression, or "" for any expression that names wantLabel.
+		want      string
+		wantLabel string
+	}{
+		{name: "no others", others: nil, want: "false"},
+		{name: "only itself", others: []*appsv1alpha1.SidecarSet{plainSet("plain")}, want: "false"},
+		{name: "other without selector", others: []*appsv1alpha1.SidecarSet{plainSet("plain"), unselective}, want: "false"},
+		{name: "another set", others: []*appsv1alpha1.SidecarSet{plainSet("plain"), plainSet("other")}, wantLabel: `"other"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := variable(t, mustCompile(t, plainSet("plain"), tt.others), "others")
+			switch {
+			case tt.want != "" && got != tt.want:
+				t.Errorf("variables.others is %s, want %s", got, tt.want)
+			case tt.want == "" && (got == "false" || !strings.Contains(got, tt.wantLabel)):
+				t.Errorf("variables.others is %s, want a condition on %s", got, tt.wantLabel)
+			}
+		})
+	}
+}
+
+// TestCompileOthersOrder checks that the order in which the others come (a cache list's,
+// unspecified) does not change the policy: the reconciler rewrites a policy whose rendering
+// changed, so an order-dependent one would be rewritten forever. The golden cases have at most
+// one other set, too few to tell.
+func TestCompileOthersOrder(t *testing.T) {
+	a, b, c := plainSet("a"), plainSet("b"), plainSet("c")
+	sorted := variable(t, mustCompile(t, a, []*appsv1alpha1.SidecarSet{a, b, c}), "others")
+	reversed := variable(t, mustCompile(t, a, []*appsv1alpha1.SidecarSet{c, b, a}), "others")
+	if sorted != reversed {
+		t.Errorf("variables.others depends on the order of the others:\n%s\n%s", sorted, reversed)
+	}
+}
+
+// TestCompileRefuses checks the sets Compile refuses to render, as the engine refuses to
+// inject with them (sets written while validation was down): no selector or an empty one (the
+// binding would select every pod), selectors metav1 cannot parse.
+func TestCompileRefuses(t *testing.T) {
+	badOperator := []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Matches", Values: []string{"x"}}}
+	noValues := []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}
+	withSelector := func(sel, ns *metav1.LabelSelector) func() *appsv1alpha1.SidecarSet {
+		return func() *appsv1alpha1.SidecarSet {
+			s := plainSet("plain")
+			s.Spec.Selector, s.Spec.NamespaceSelector = sel, ns
+			return s
+		}
+	}
+	tests := []struct {
+		name   string
+		set    func() *appsv1alpha1.SidecarSet
+		others func() []*appsv1alpha1.SidecarSet
+	}{
+		{name: "nil selector", set: withSelector(nil, nil)},
+		{name: "empty selector", set: withSelector(&metav1.LabelSelector{}, nil)},
+		{name: "unknown operator", set: withSelector(&metav1.LabelSelector{MatchExpressions: badOperator}, nil)},
+		{name: "In without values", set: withSelector(&metav1.LabelSelector{MatchExpressions: noValues}, nil)},
+		{name: "namespaceSelector operator", set: withSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+			&metav1.LabelSelector{MatchExpressions: badOperator})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, others := plainSet("plain"), []*appsv1alpha1.SidecarSet(nil)
+			if tt.set != nil {
+				set = tt.set()
+			}
+			if tt.others != nil {
+				others = tt.others()
+			}
+			if compiled, err := policy.Compile(set, others, testOptions); err == nil {
+				t.Errorf("Compile rendered %s, want an error", compiled.Policy.Name)
+			}
+		})
+	}
+}
+
+func mustCompile(t testing.TB, set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet) *policy.Compiled {
+	t.Helper()
+	compiled, err := policy.Compile(set, others, testOptions)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return compiled
+}
+
+// mutation is the policy's one JSONPatch expression.
+func mutation(t testing.TB, c *policy.Compiled) string {
+	t.Helper()
+	ms := c.Policy.Spec.Mutations
+	if len(ms) != 1 || ms[0].JSONPatch == nil {
+		t.Fatalf("the policy has %d mutations, want one JSONPatch", len(ms))
+	}
+	return ms[0].JSONPatch.Expression
+}
+
+// mutationInjects reports whether the mutation may add anything to the pod's spec: every
+// injecting patch operation has a path under /spec/ (containers, init containers, volumes,
+// pull secrets); routing only adds an annotation.
+func mutationInjects(t testing.TB, c *policy.Compiled) bool {
+	t.Helper()
+	m := mutation(t, c)
+	return strings.Contains(m, `"/spec/containers`) || strings.Contains(m, `"/spec/initContainers`) ||
+		strings.Contains(m, `"/spec/volumes`) || strings.Contains(m, `"/spec/imagePullSecrets`)
+}
+
+// variable is the expression of the policy's variable name.
+func variable(t testing.TB, c *policy.Compiled, name string) string {
+	t.Helper()
+	for _, v := range c.Policy.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	t.Fatalf("the policy has no variable %q", name)
+	return ""
+}
+
+// TestCompileIgnoresInvalidOthers: another set the engine cannot use (its selector refused)
+// selects nothing, as in the engine, rather than stopping this set's policy.
+func TestCompileIgnoresInvalidOthers(t *testing.T) {
+	bad := plainSet("other")
+	bad.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Matches", Values: []string{"x"}}}
+	emptyNS := plainSet("other-ns")
+	emptyNS.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
+	compiled, err := policy.Compile(plainSet("plain"), []*appsv1alpha1.SidecarSet{bad, emptyNS}, testOptions)
+	if err != nil {
+		t.Fatalf("an invalid other set stopped the policy: %v", err)
+	}
+	for _, v := range compiled.Policy.Spec.Variables {
+		if v.Name == "others" && v.Expression != "false" {
+			t.Errorf("invalid other sets select pods: others = %s", v.Expression)
+		}
+	}
+}
