@@ -123,12 +123,33 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 	return nil
 }
 
-// routeOps adds the route annotation, creating the annotations map when the pod has none (adding
-// the map to a pod that has one would replace it).
-var routeOps = fmt.Sprintf(`(has(object.metadata.annotations) ? `+
-	`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: %[2]s}] : `+
-	`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: %[2]s}}])`,
-	quote(appsv1alpha1.WebhookRouteAnnotation), quote(appsv1alpha1.WebhookRouteValue))
+// routeOps adds the route annotation.
+var routeOps = addAnnotations(annotation{key: appsv1alpha1.WebhookRouteAnnotation, value: quote(appsv1alpha1.WebhookRouteValue)})
+
+// annotation is one annotation a patch adds: its key, and its value as a CEL string expression.
+type annotation struct {
+	key, value string
+	// ifAbsent: only when the pod does not set it already.
+	ifAbsent bool
+}
+
+// addAnnotations adds annotations one key at a time to a pod that has annotations, and creates
+// the map holding them all on a pod that has none (adding the map to a pod that has one would
+// replace it).
+func addAnnotations(entries ...annotation) string {
+	ops := make([]string, len(entries))
+	values := make([]string, len(entries))
+	for i, e := range entries {
+		key := quote(e.key)
+		ops[i] = fmt.Sprintf(`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%s), value: %s}]`, key, e.value)
+		if e.ifAbsent {
+			ops[i] = fmt.Sprintf("(%s in object.metadata.annotations ? [] : %s)", key, ops[i])
+		}
+		values[i] = fmt.Sprintf("%s: dyn(%s)", key, e.value)
+	}
+	return fmt.Sprintf(`(has(object.metadata.annotations) ? %s : [JSONPatch{op: "add", path: "/metadata/annotations", value: {%s}}])`,
+		strings.Join(ops, " + "), strings.Join(values, ", "))
+}
 
 // selectedByOthers is a CEL condition: another SidecarSet selects the pod.
 func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, error) {
@@ -402,15 +423,9 @@ func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []core
 // annotationOps writes the record and, when sidecars join spec.containers and the pod names
 // no default container, pins kubectl's default container to the pod's first one.
 func annotationOps(addsContainers bool) string {
-	status := quote(appsv1alpha1.StatusAnnotation)
-	def := quote(appsv1alpha1.DefaultContainerAnnotation)
-	if !addsContainers {
-		return fmt.Sprintf(`(has(object.metadata.annotations) ? `+
-			`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: variables.record}] : `+
-			`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: variables.record}}])`, status)
+	entries := []annotation{{key: appsv1alpha1.StatusAnnotation, value: "variables.record"}}
+	if addsContainers {
+		entries = append(entries, annotation{key: appsv1alpha1.DefaultContainerAnnotation, value: "object.spec.containers[0].name", ifAbsent: true})
 	}
-	return fmt.Sprintf(`(has(object.metadata.annotations) ? `+
-		`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[1]s), value: variables.record}] + `+
-		`(%[2]s in object.metadata.annotations ? [] : [JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(%[2]s), value: object.spec.containers[0].name}]) : `+
-		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {%[1]s: dyn(variables.record), %[2]s: dyn(object.spec.containers[0].name)}}])`, status, def)
+	return addAnnotations(entries...)
 }

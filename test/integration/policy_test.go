@@ -84,14 +84,7 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 			want[c.Name] = create(t, pod)
 		})
 	}
-	// Cleanups run last first: this one, after the registration is restored.
-	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
-	probe.Labels[noWebhookLabel] = "true"
-	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
-	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
-		w.MatchConditions = append(policyModeWebhook(t).MatchConditions,
-			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
-	})
+	registerPolicyModeWebhook(t)
 	for _, c := range cases {
 		t.Run("policy/"+c.Name, func(t *testing.T) {
 			w, ok := want[c.Name]
@@ -126,6 +119,22 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 			})
 		})
 	}
+}
+
+// registerPolicyModeWebhook registers the pod webhook, for one test, as config/policy-mode does,
+// plus a matchCondition that keeps pods carrying noWebhookLabel from it; after the test the
+// registration is restored, and in effect, for the tests after.
+func registerPolicyModeWebhook(t *testing.T) {
+	t.Helper()
+	// Cleanups run last first: this one, after the registration is restored.
+	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
+	probe.Labels[noWebhookLabel] = "true"
+	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
+	routing := policyModeWebhook(t).MatchConditions
+	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
+		w.MatchConditions = append(routing,
+			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
+	})
 }
 
 // awaitWebhookCalled waits until the API server calls the pod webhook for pod, which the test's
@@ -270,14 +279,7 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 	})
 
 	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
-	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
-	probe.Labels[noWebhookLabel] = "true"
-	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
-	routing := policyModeWebhook(t).MatchConditions
-	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
-		w.MatchConditions = append(routing,
-			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
-	})
+	registerPolicyModeWebhook(t)
 
 	set := createSet(t, sidecarSet("policy-rec", "policy-rec"))
 	var rendered admissionregistrationv1.MutatingAdmissionPolicy
@@ -400,13 +402,7 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		t.Fatalf("the largest set is not compiled: %s", compiled.Unsupported)
 	}
 	createPolicy(t, compiled)
-	probe := appPod(newNamespace(t, nil), "probe", "policy-probe", true)
-	probe.Labels[noWebhookLabel] = "true"
-	t.Cleanup(func() { awaitWebhookCalled(t, probe) })
-	patchPodWebhook(t, func(w *admissionregistrationv1.MutatingWebhook) {
-		w.MatchConditions = append(policyModeWebhook(t).MatchConditions,
-			admissionregistrationv1.MatchCondition{Name: "policy-test", Expression: fmt.Sprintf("!(%q in object.metadata.labels)", noWebhookLabel)})
-	})
+	registerPolicyModeWebhook(t)
 	pod := appPod(newNamespace(t, nil), "large", "policy-large", true)
 	pod.Labels[noWebhookLabel] = "true"
 	eventually(t, "the largest set's policy to inject the pod", func() (bool, string) {
