@@ -82,9 +82,9 @@ func TestPolicyModeOperatorDown(t *testing.T) {
 	}
 }
 
-// routePodWebhook gives the pod webhook, for one test, the matchConditions of
+// policyModeMatchConditions are the pod webhook's matchConditions in
 // config/components/policy-mode.
-func routePodWebhook(t *testing.T) {
+func policyModeMatchConditions(t testing.TB) []admissionregistrationv1.MatchCondition {
 	t.Helper()
 	raw, err := os.ReadFile("../../config/components/policy-mode/pod_webhook_route_patch.yaml")
 	must(t, err)
@@ -96,6 +96,14 @@ func routePodWebhook(t *testing.T) {
 	if len(ops) != 1 || ops[0].Path != "/webhooks/0/matchConditions" {
 		t.Fatalf("unexpected policy-mode webhook patch: %+v", ops)
 	}
+	return ops[0].Value
+}
+
+// routePodWebhook gives the pod webhook, for one test, the matchConditions of
+// config/components/policy-mode.
+func routePodWebhook(t *testing.T) {
+	t.Helper()
+	conditions := policyModeMatchConditions(t)
 	var list admissionregistrationv1.MutatingWebhookConfigurationList
 	must(t, k8s.List(ctx, &list))
 	for i := range list.Items {
@@ -105,7 +113,7 @@ func routePodWebhook(t *testing.T) {
 			continue
 		}
 		saved := cfg.Webhooks[j].DeepCopy()
-		cfg.Webhooks[j].MatchConditions = ops[0].Value
+		cfg.Webhooks[j].MatchConditions = conditions
 		must(t, k8s.Update(ctx, cfg))
 		t.Cleanup(func() {
 			var cur admissionregistrationv1.MutatingWebhookConfiguration

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
 )
 
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
@@ -385,7 +386,8 @@ func registerNoop(b *testing.B, port int) {
 		b.Fatal("the operator's pod webhook is not registered")
 	}
 	// Opted-in pods that carry noopLabel go to the no-op webhook alone (so the operator watches
-	// and counts them as it does its own); the installation is the benchmark's own.
+	// and counts them as it does its own), those that carry policyLabel to policy mode's
+	// registration of ours; the installation is the benchmark's own.
 	exclude := oursCfg.DeepCopy()
 	for j := range exclude.Webhooks {
 		if w := &exclude.Webhooks[j]; w.Name == ours.Name {
@@ -393,7 +395,8 @@ func registerNoop(b *testing.B, port int) {
 				w.ObjectSelector = &metav1.LabelSelector{}
 			}
 			w.ObjectSelector.MatchExpressions = append(w.ObjectSelector.MatchExpressions,
-				metav1.LabelSelectorRequirement{Key: noopLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+				metav1.LabelSelectorRequirement{Key: noopLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+				metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
 		}
 	}
 	must(b, k8s.Update(ctx, exclude))
@@ -402,23 +405,86 @@ func registerNoop(b *testing.B, port int) {
 	noop.ClientConfig.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d/noop", port))
 	noop.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: noopLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"true", "patch"}}}}
+	// Ours as config/components/policy-mode registers it: called only for pods a policy routed
+	// to it.
+	routed := ours.DeepCopy()
+	routed.Name = routedWebhook
+	if routed.ObjectSelector == nil {
+		routed.ObjectSelector = &metav1.LabelSelector{}
+	}
+	routed.ObjectSelector.MatchExpressions = append(slices.Clone(routed.ObjectSelector.MatchExpressions),
+		metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpExists})
+	routed.MatchConditions = policyModeMatchConditions(b)
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "bench-noop"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{*noop}}
+		Webhooks: []admissionregistrationv1.MutatingWebhook{*noop, *routed}}
 	must(b, k8s.Create(ctx, cfg))
 	b.Cleanup(func() { deleteIgnoreNotFound(b, cfg) })
 }
 
-const noopLabel = "bench.sidecarset.io/noop"
+const (
+	noopLabel     = "bench.sidecarset.io/noop"
+	policyLabel   = "bench.sidecarset.io/policy"
+	routedWebhook = "routed.bench.sidecarset.io"
+)
+
+// compilePolicy puts set on policy mode for the pods labelled policyLabel: its policy and
+// binding as the operator renders them in policy mode (policy.Compile), the policy matching
+// only those pods. It returns once the API server runs the policy.
+func compilePolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels map[string]string) {
+	var sets appsv1alpha1.SidecarSetList
+	must(b, k8s.List(ctx, &sets))
+	var others []*appsv1alpha1.SidecarSet
+	for i := range sets.Items {
+		if sets.Items[i].Name != set.Name {
+			others = append(others, &sets.Items[i])
+		}
+	}
+	compiled, err := policy.Compile(set, others, policy.Options{OperatorNamespace: operatorNamespace})
+	must(b, err)
+	if compiled.Unsupported != nil {
+		b.Fatalf("the bench set cannot be compiled: %s", compiled.Unsupported)
+	}
+	sel := compiled.Policy.Spec.MatchConstraints.ObjectSelector
+	sel.MatchExpressions = append(sel.MatchExpressions,
+		metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpExists})
+	for _, obj := range []client.Object{compiled.Policy, compiled.Binding} {
+		must(b, k8s.Create(ctx, obj))
+		b.Cleanup(func() { deleteIgnoreNotFound(b, obj) })
+	}
+	// The API server loads a new policy within seconds.
+	eventually(b, time.Minute, "the API server to run the bench set's policy", func() (bool, string) {
+		pod := benchPod(ns, "dry-run", labels)
+		if err := k8s.Create(ctx, pod, client.DryRunAll); err != nil {
+			return false, err.Error()
+		}
+		return len(pod.Spec.Containers) == 2, fmt.Sprintf("%d containers", len(pod.Spec.Containers))
+	})
+}
+
+// countInjected is the number of pods in ns with a sidecar (more than one container).
+func countInjected(b *testing.B, ns string) int {
+	var pods corev1.PodList
+	must(b, k8s.List(ctx, &pods, client.InNamespace(ns)))
+	n := 0
+	for i := range pods.Items {
+		if len(pods.Items[i].Spec.Containers) > 1 {
+			n++
+		}
+	}
+	return n
+}
 
 // benchWebhookThroughput creates the same pods three ways, reps times each, interleaved.
 func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	webhookPort, healthPort := noopWebhook(b)
 	registerNoop(b, proxyTo(b, webhookPort, healthPort))
-	newSet(b, "bench-throughput", "throughput")
+	set := newSet(b, "bench-throughput", "throughput")
 	ns := newNamespace(b, "bench-webhook", nil)
 	noopLabels := map[string]string{"app": "throughput", noopLabel: "true"}
 	oursLabels := map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
+	policyLabels := map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, policyLabel: "true"}
 	injected := injectedLike(b, ns, oursLabels, noopLabels)
+	compilePolicy(b, set, ns, policyLabels)
 	modes := []struct {
 		name, webhook string
 		pod           func(name string) *corev1.Pod
@@ -442,6 +508,9 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			pod.Name = name
 			return pod
 		}},
+		// Policy mode: the API server injects by the set's MutatingAdmissionPolicy; our webhook
+		// stays registered for the pods the policy routes to it (none of these).
+		{"policy mode", routedWebhook, func(name string) *corev1.Pod { return benchPod(ns, name, policyLabels) }},
 	}
 	pids := processes(b, op)
 	type result struct {
@@ -457,6 +526,11 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				return m.pod(fmt.Sprintf("p-%d-%d", rep, i))
 			})
 			after, cpuAfter := families(b, ""), cpuOf(b, pids)
+			if m.name == "ours" || m.name == "policy mode" {
+				if n := countInjected(b, ns); n != sizes.webhookPods {
+					b.Fatalf("%s: %d of %d pods injected", m.name, n, sizes.webhookPods)
+				}
+			}
 			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{}}
 			if m.webhook != "" {
 				want := map[string]string{"name": m.webhook, "operation": "CREATE"}
@@ -512,6 +586,14 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		median(patched, rate), median(patched, rate)/median(noop, rate), median(ours, rate)/median(patched, rate),
 		median(ours, p50), median(patched, p50), median(ours, p99), median(patched, p99), median(ours, apiCPU), median(patched, apiCPU))
 	b.ReportMetric(median(ours, rate)/median(patched, rate), "ours/one-op-patch-throughput")
+	pm := "policy mode"
+	b.Logf("policy mode (issue 12; the set's MutatingAdmissionPolicy, our webhook registered for routed pods): %.1f pods/s = %.2fx no webhook, %.2fx ours; "+
+		"webhook calls per pod %.2f; CPU ms/pod kube-apiserver policy/ours/no webhook %.2f/%.2f/%.2f, operator %.2f/%.2f",
+		median(pm, rate), median(pm, rate)/median("no webhook", rate), median(pm, rate)/median(ours, rate),
+		median(pm, func(r result) float64 { return r.calls }), median(pm, apiCPU), median(ours, apiCPU), median("no webhook", apiCPU),
+		median(pm, opCPU), median(ours, opCPU))
+	b.ReportMetric(median(pm, rate)/median("no webhook", rate), "policy/no-webhook-throughput")
+	b.ReportMetric(median(pm, rate)/median(ours, rate), "policy/ours-throughput")
 }
 
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
