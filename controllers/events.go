@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,16 +68,30 @@ type statusWrites struct {
 type written struct {
 	resourceVersion string
 	status          appsv1alpha1.SidecarSetStatus
+	at              time.Time
 }
 
-// note records a successful status patch (the object as the API server returned it).
-func (w *statusWrites) note(set *appsv1alpha1.SidecarSet) {
+// note records a successful status patch (the object as the API server returned it), made at
+// time at.
+func (w *statusWrites) note(set *appsv1alpha1.SidecarSet, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.last == nil {
 		w.last = map[string]written{}
 	}
-	w.last[set.Name] = written{resourceVersion: set.ResourceVersion, status: *set.Status.DeepCopy()}
+	w.last[set.Name] = written{resourceVersion: set.ResourceVersion, status: *set.Status.DeepCopy(), at: at}
+}
+
+// wait is how long, at time now, a status write of the set must wait so that two writes are
+// at least interval apart; zero when it need not.
+func (w *statusWrites) wait(name string, now time.Time, interval time.Duration) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[name]
+	if !ok {
+		return 0
+	}
+	return max(0, last.at.Add(interval).Sub(now))
 }
 
 func (w *statusWrites) forget(name string) {

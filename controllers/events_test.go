@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -30,7 +31,7 @@ func TestStatusWrites(t *testing.T) {
 	if w.needed(set("4", 1), &set("4", 1).Status, &set("", 1).Status) {
 		t.Fatal("an unchanged status was written with no write of ours pending")
 	}
-	w.note(set("5", 2))
+	w.note(set("5", 2), time.Now())
 	if w.notOurs(update("5")) {
 		t.Error("the event of our own write passed")
 	}
@@ -50,5 +51,40 @@ func TestStatusWrites(t *testing.T) {
 	w.forget("agent")
 	if !w.notOurs(update("5")) {
 		t.Error("after forget, the event was still taken for ours")
+	}
+}
+
+// TestStatusWritesWait: writes of one set are spaced by the interval, measured from the last
+// write; other sets and forgotten sets do not wait.
+func TestStatusWritesWait(t *testing.T) {
+	var w statusWrites
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	interval := 250 * time.Millisecond
+	if got := w.wait("agent", t0, interval); got != 0 {
+		t.Fatalf("before any write: wait %v, want 0", got)
+	}
+	w.note(&appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", ResourceVersion: "5"}}, t0)
+	for _, tc := range []struct {
+		name  string
+		set   string
+		after time.Duration
+		want  time.Duration
+	}{
+		{"just written", "agent", 0, interval},
+		{"within the interval", "agent", 100 * time.Millisecond, 150 * time.Millisecond},
+		{"at its end", "agent", interval, 0},
+		{"long after", "agent", time.Minute, 0},
+		{"another set", "proxy", 0, 0},
+	} {
+		if got := w.wait(tc.set, t0.Add(tc.after), interval); got != tc.want {
+			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := w.wait("agent", t0, 0); got != 0 {
+		t.Errorf("no interval: wait %v, want 0", got)
+	}
+	w.forget("agent")
+	if got := w.wait("agent", t0, interval); got != 0 {
+		t.Errorf("after forget: wait %v, want 0", got)
 	}
 }

@@ -55,6 +55,12 @@ type SidecarSetReconciler struct {
 	// PolicyMode: the operator runs with --injection=policy, and status says whether each
 	// set's policy injects (the PolicyCompiled condition).
 	PolicyMode bool
+	// StatusInterval is the least time between two status writes of one set: a burst of pod
+	// events changes the counts hundreds of times a second, and each write is a SidecarSet
+	// update for the API server to validate, store and send to every watcher. The first write
+	// after a quiet spell is immediate; the status is exact at most this long after the last
+	// pod event. 250ms when zero; negative: no limit. It is measured on the wall clock, not Now.
+	StatusInterval time.Duration
 	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
 	// rollout over 10,000 pods does not write 10,000 events: past the cap one event on the set
 	// says the rest update quietly (status counts them). 100 when zero.
@@ -104,6 +110,13 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !r.written.needed(&set, &set.Status, &want) {
 		return result, nil
 	}
+	// Writing later writes what is current then: the counts go on changing in the meantime.
+	if wait := r.written.wait(set.Name, time.Now(), r.statusInterval()); wait > 0 {
+		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
+			result.RequeueAfter = wait
+		}
+		return result, nil
+	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
 	// reads it concurrently): patch a copy. The optimistic lock turns a write based on a stale
 	// cache into a conflict and a retry instead of a lost update.
@@ -113,7 +126,7 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
 	}
-	r.written.note(updated)
+	r.written.note(updated, time.Now())
 	r.announce(updated, &set.Status, &want)
 	return result, nil
 }
@@ -168,6 +181,13 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	}
 	st.UpdateRevision = current
 	return st, err
+}
+
+func (r *SidecarSetReconciler) statusInterval() time.Duration {
+	if r.StatusInterval == 0 {
+		return 250 * time.Millisecond
+	}
+	return max(0, r.StatusInterval)
 }
 
 func (r *SidecarSetReconciler) now() time.Time {
