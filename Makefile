@@ -251,6 +251,7 @@ lint-scripts: ## shellcheck the hack/ scripts and .ci/run (hack/shellcheck.sh: f
 .PHONY: bench-scale
 bench-scale: manifests kustomize ## Issue 10's scale goals on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).
 	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
+	if [ -n "$$SIDECARSET_SCALE_PROFILE_DIR" ]; then export SIDECARSET_APISERVER_PROFILING=true; mkdir -p "$$SIDECARSET_SCALE_PROFILE_DIR"; fi; \
 	trap 'hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" \

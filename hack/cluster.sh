@@ -12,12 +12,15 @@
 # State (certificates, admin kubeconfig, logs, pids, ports, etcd data):
 # ${SIDECARSET_CLUSTER_DIR:-<repo>/bin/cluster}. Progress goes to stderr.
 # SIDECARSET_CLUSTER_TIMEOUT (seconds, default 60) bounds each readiness wait.
+# SIDECARSET_APISERVER_PROFILING=true serves the API server's /debug/pprof (make bench-scale's
+# SIDECARSET_SCALE_PROFILE_DIR reads it); off by default, as in production.
 set -euo pipefail
 LOG_PREFIX=cluster
 # shellcheck source=hack/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 TIMEOUT=${SIDECARSET_CLUSTER_TIMEOUT:-60}
+APISERVER_PROFILING=${SIDECARSET_APISERVER_PROFILING:-false}
 NODE_NAME=kwok-node-0
 
 usage() {
@@ -131,7 +134,7 @@ start_components() {
     --service-account-key-file="$c/sa.pub" --service-account-signing-key-file="$c/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
     --enable-admission-plugins=ServiceAccount,LimitRanger,AlwaysPullImages,PodSecurity \
-    --profiling=false
+    --profiling="$APISERVER_PROFILING"
 
   launch kube-controller-manager "127.0.0.1:$CONTROLLER_MANAGER_PORT" \
     http_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" -- \

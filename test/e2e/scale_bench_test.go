@@ -44,6 +44,10 @@ import (
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
 type scaleSizes struct {
 	webhookPods, reps, creators, sets, statusPods, smallPods, otherPods int
+	// profileDir (SIDECARSET_SCALE_PROFILE_DIR): where to write a CPU profile of the API
+	// server during each way's first repetition; none when empty. The cluster must serve
+	// /debug/pprof: make bench-scale turns it on when the variable is set.
+	profileDir string
 }
 
 func scaleSizesFromEnv(b *testing.B) scaleSizes {
@@ -62,7 +66,25 @@ func scaleSizesFromEnv(b *testing.B) scaleSizes {
 			*into = n
 		}
 	}
+	s.profileDir = os.Getenv("SIDECARSET_SCALE_PROFILE_DIR")
 	return s
+}
+
+// profileAPIServer starts a CPU profile of the API server for seconds and writes it to file
+// when done; wait blocks until then.
+func profileAPIServer(b *testing.B, file string, seconds int) (wait func()) {
+	cs, err := kubernetes.NewForConfig(restConfig)
+	must(b, err)
+	done := make(chan error, 1)
+	go func() {
+		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+			Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(file, raw, 0o644)
+		}
+		done <- err
+	}()
+	return func() { must(b, <-done) }
 }
 
 // BenchmarkScale measures issue 10's goals on the local cluster, with the operator as its own
@@ -544,10 +566,16 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		for _, m := range modes {
 			emptyNamespace(b, ns)
 			before, cpuBefore := families(b, ""), cpuOf(b, pids)
+			waitProfile := func() {}
+			if sizes.profileDir != "" && rep == 0 {
+				// Two seconds: within the creation of the default 2,000 pods.
+				waitProfile = profileAPIServer(b, filepath.Join(sizes.profileDir, strings.ReplaceAll(m.name, " ", "_")+".pprof"), 2)
+			}
 			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
 				return m.pod(fmt.Sprintf("p-%d-%d", rep, i))
 			})
 			after, cpuAfter := families(b, ""), cpuOf(b, pids)
+			waitProfile()
 			if m.name == "ours" || m.name == "policy mode" {
 				if n := countInjected(b, ns); n != sizes.webhookPods {
 					b.Fatalf("%s: %d of %d pods injected", m.name, n, sizes.webhookPods)
