@@ -104,26 +104,31 @@ func policyModeMatchConditions(t testing.TB) []admissionregistrationv1.MatchCond
 func routePodWebhook(t *testing.T) {
 	t.Helper()
 	conditions := policyModeMatchConditions(t)
+	cfg, j := podWebhook(t)
+	saved := cfg.Webhooks[j].DeepCopy()
+	cfg.Webhooks[j].MatchConditions = conditions
+	must(t, k8s.Update(ctx, cfg))
+	t.Cleanup(func() {
+		var cur admissionregistrationv1.MutatingWebhookConfiguration
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cfg), &cur))
+		cur.Webhooks[j] = *saved
+		must(t, k8s.Update(ctx, &cur))
+	})
+}
+
+// podWebhook is the configuration registering the operator's pod webhook, and its index there.
+func podWebhook(t testing.TB) (*admissionregistrationv1.MutatingWebhookConfiguration, int) {
+	t.Helper()
 	var list admissionregistrationv1.MutatingWebhookConfigurationList
 	must(t, k8s.List(ctx, &list))
 	for i := range list.Items {
-		cfg := &list.Items[i]
-		j := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == "inject.sidecarset.io" })
-		if j < 0 {
-			continue
+		j := slices.IndexFunc(list.Items[i].Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == "inject.sidecarset.io" })
+		if j >= 0 {
+			return &list.Items[i], j
 		}
-		saved := cfg.Webhooks[j].DeepCopy()
-		cfg.Webhooks[j].MatchConditions = conditions
-		must(t, k8s.Update(ctx, cfg))
-		t.Cleanup(func() {
-			var cur admissionregistrationv1.MutatingWebhookConfiguration
-			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cfg), &cur))
-			cur.Webhooks[j] = *saved
-			must(t, k8s.Update(ctx, &cur))
-		})
-		return
 	}
 	t.Fatal("no mutating webhook named inject.sidecarset.io is registered")
+	return nil, 0
 }
 
 func conditionTypes(cs []metav1.Condition) []string {

@@ -414,20 +414,8 @@ func proxyTo(b *testing.B, webhookPort, healthPort int) int {
 // registerNoop registers the no-op webhook like ours (same rules, policies, namespace
 // selector and caBundle), selecting pods labelled noopLabel instead of the opt-in label.
 func registerNoop(b *testing.B, port int) {
-	var list admissionregistrationv1.MutatingWebhookConfigurationList
-	must(b, k8s.List(ctx, &list))
-	var ours *admissionregistrationv1.MutatingWebhook
-	var oursCfg *admissionregistrationv1.MutatingWebhookConfiguration
-	for i := range list.Items {
-		for j := range list.Items[i].Webhooks {
-			if list.Items[i].Webhooks[j].Name == "inject.sidecarset.io" {
-				ours, oursCfg = &list.Items[i].Webhooks[j], &list.Items[i]
-			}
-		}
-	}
-	if ours == nil {
-		b.Fatal("the operator's pod webhook is not registered")
-	}
+	oursCfg, j := podWebhook(b)
+	ours := &oursCfg.Webhooks[j]
 	// Opted-in pods that carry noopLabel go to the no-op webhook alone (so the operator watches
 	// and counts them as it does its own), those that carry policyLabel to policy mode's
 	// registration of ours; the installation is the benchmark's own.
