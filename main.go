@@ -43,7 +43,7 @@ import (
 const olmCertDir = "/tmp/k8s-webhook-server/serving-certs"
 
 type flags struct {
-	metricsAddr, probeAddr                  string
+	metricsAddr, probeAddr, pprofAddr       string
 	secureMetrics, enableHTTP2, leaderElect bool
 	webhookCertPath, webhookCertName        string
 	webhookCertKey, webhookHost             string
@@ -57,6 +57,8 @@ func parseFlags() (flags, zap.Options) {
 	flag.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to, "+
 		"e.g. :8443 for HTTPS or :8080 for HTTP; 0 disables it.")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
+	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "The address Go's /debug/pprof profiles are served on over plain HTTP, "+
+		"e.g. 127.0.0.1:8082; 0 disables them. Unauthenticated: bind it to loopback.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Enable leader election for the status reconciler, "+
 		"so that one replica writes status while every replica serves the webhooks.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election "+
@@ -131,6 +133,7 @@ func run(f flags) error {
 		Metrics:                 metricsOpts,
 		WebhookServer:           webhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS}),
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "sidecarset-operator.sidecarset.io",
 		LeaderElectionNamespace: f.leaderElectionNamespace,

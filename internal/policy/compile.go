@@ -82,7 +82,7 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, op
 		if err != nil {
 			return nil, fmt.Errorf("SidecarSet %q: %w", set.Name, err)
 		}
-		mutation = "variables.routed ? [] : variables.recorded || variables.others || variables.clash ? " + routeOps + " : " + inj.ops
+		mutation = "variables.routed ? [] : " + inj.route + " ? " + routeOps + " : " + inj.ops
 		variables = inj.variables
 	}
 	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables, opts)
@@ -97,6 +97,7 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 		return &Unsupported{Field: "spec.injectionStrategy.revision",
 			Reason: "new pods get a stored revision, which the webhook reads from the cluster"}
 	}
+	transferred := 0
 	for _, list := range []struct {
 		field      string
 		containers []appsv1alpha1.SidecarContainer
@@ -104,13 +105,13 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 		for i := range list.containers {
 			c := &list.containers[i]
 			path := fmt.Sprintf("%s[%d]", list.field, i)
-			switch {
-			case len(c.TransferEnv) > 0:
-				return &Unsupported{Field: path + ".transferEnv",
-					Reason: "copying the app's env vars (and what they refer to) needs the engine"}
-			case c.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled:
+			if c.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled {
 				return &Unsupported{Field: path + ".shareVolumePolicy",
 					Reason: "sharing the app's volume mounts (and leaving out those invalid in the sidecar) needs the engine"}
+			}
+			if transferred += len(c.TransferEnv); transferred > MaxTransfers {
+				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
+					"the set transfers more than %d env vars, the most a policy copies (each is a scan of the pod at every admission)", MaxTransfers)}
 			}
 			for pi, p := range c.Ports {
 				if p.HostPort != 0 && list.field == "spec.containers" {
@@ -247,10 +248,12 @@ func renderBinding(set *appsv1alpha1.SidecarSet) *admissionregistrationv1.Mutati
 	}
 }
 
-// compiledInjection is the injecting branch of a policy: its variables and its patch.
+// compiledInjection is the injecting branch of a policy: its variables, its patch, and the
+// CEL condition on which it routes the pod to the webhook instead.
 type compiledInjection struct {
 	variables []admissionregistrationv1.Variable
 	ops       string
+	route     string
 }
 
 // injection renders what the engine does for a pod that no other set selects, that records
@@ -259,11 +262,12 @@ type compiledInjection struct {
 func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, error) {
 	spec := &set.Spec
 	var ops []string
+	tr := &transfers{}
 	for _, l := range []struct {
 		path       string
 		containers []appsv1alpha1.SidecarContainer
 	}{{"/spec/initContainers", spec.InitContainers}, {"/spec/containers", spec.Containers}} {
-		listOps, err := containerOps(l.path, l.containers)
+		listOps, err := containerOps(l.path, l.containers, tr)
 		if err != nil {
 			return nil, err
 		}
@@ -291,17 +295,22 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 	}
 	ops = append(ops, annotationOps(len(spec.Containers) > 0))
 
-	vars := []admissionregistrationv1.Variable{
+	vars := append([]admissionregistrationv1.Variable{
 		{Name: "clash", Expression: clash(spec, volumes, external)},
 		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
 		{Name: "record", Expression: record(set.Name, hash, spec, volumes)},
+	}, tr.variables...)
+	route := "variables.recorded || variables.others || variables.clash"
+	if uncopied, ok := tr.uncopied(); ok {
+		vars = append(vars, uncopied)
+		route += " || variables." + uncopied.Name
 	}
-	return &compiledInjection{variables: vars, ops: "(" + strings.Join(ops, " + ") + ")"}, nil
+	return &compiledInjection{variables: vars, ops: "(" + strings.Join(ops, " + ") + ")", route: route}, nil
 }
 
 // containerOps places one list's sidecars: BeforeAppContainer ones in front of the pod's
 // own, in the set's order, the others after them.
-func containerOps(path string, containers []appsv1alpha1.SidecarContainer) ([]string, error) {
+func containerOps(path string, containers []appsv1alpha1.SidecarContainer, tr *transfers) ([]string, error) {
 	if len(containers) == 0 {
 		return nil, nil
 	}
@@ -311,7 +320,7 @@ func containerOps(path string, containers []appsv1alpha1.SidecarContainer) ([]st
 	}
 	before := 0
 	for i := range containers {
-		lit, err := literal(&containers[i].Container)
+		lit, err := containerLiteral(&containers[i], tr)
 		if err != nil {
 			return nil, fmt.Errorf("container %q: %w", containers[i].Name, err)
 		}

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -32,6 +33,15 @@ func plainSet(name string) *appsv1alpha1.SidecarSet {
 
 var testOptions = policy.Options{OperatorNamespace: "sidecarset-system"}
 
+// transfersOf is n transferEnv entries, VAR_0 to VAR_n-1 from the container app.
+func transfersOf(n int) []appsv1alpha1.TransferEnvVar {
+	out := make([]appsv1alpha1.TransferEnvVar, n)
+	for i := range out {
+		out[i] = appsv1alpha1.TransferEnvVar{SourceContainerName: "app", EnvName: fmt.Sprintf("VAR_%d", i)}
+	}
+	return out
+}
+
 // TestCompileUnsupported checks which sets a policy cannot inject as the engine does: they
 // stay on the webhook (every pod they select is routed), and Unsupported names the field.
 func TestCompileUnsupported(t *testing.T) {
@@ -42,14 +52,26 @@ func TestCompileUnsupported(t *testing.T) {
 		field string
 	}{
 		{name: "plain", modify: func(*appsv1alpha1.SidecarSetSpec) {}},
-		{name: "transferEnv", field: "spec.containers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+		// transferEnv is copied in CEL where the engine copies the app's variable unchanged
+		// (the policy routes the other pods to the webhook), up to MaxTransfers entries.
+		{name: "transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}}
 		}},
-		{name: "init container transferEnv", field: "spec.initContainers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+		{name: "init container transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.InitContainers = []appsv1alpha1.SidecarContainer{{
 				Container:   corev1.Container{Name: "init", Image: "busybox"},
 				TransferEnv: []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}},
 			}}
+		}},
+		{name: "transferEnv at the limit", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "busybox"},
+				TransferEnv: transfersOf(policy.MaxTransfers / 2)}}
+			s.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers - policy.MaxTransfers/2)
+		}},
+		{name: "transferEnv over the limit", field: "spec.containers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "busybox"},
+				TransferEnv: transfersOf(policy.MaxTransfers / 2)}}
+			s.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers - policy.MaxTransfers/2 + 1)
 		}},
 		{name: "shareVolumePolicy enabled", field: "spec.containers[1].shareVolumePolicy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{

@@ -44,9 +44,9 @@ import (
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
 type scaleSizes struct {
 	webhookPods, reps, creators, sets, statusPods, smallPods, otherPods int
-	// profileDir (SIDECARSET_SCALE_PROFILE_DIR): where to write a CPU profile of the API
-	// server during each way's first repetition; none when empty. The cluster must serve
-	// /debug/pprof: make bench-scale turns it on when the variable is set.
+	// profileDir (SIDECARSET_SCALE_PROFILE_DIR): where to write CPU profiles of the API
+	// server and of the operator during each way's first repetition; none when empty. The
+	// cluster must serve /debug/pprof: make bench-scale turns it on when the variable is set.
 	profileDir string
 }
 
@@ -70,21 +70,39 @@ func scaleSizesFromEnv(b *testing.B) scaleSizes {
 	return s
 }
 
-// profileAPIServer starts a CPU profile of the API server for seconds and writes it to file
-// when done; wait blocks until then.
-func profileAPIServer(b *testing.B, file string, seconds int) (wait func()) {
+// profileCPU starts a CPU profile for seconds of the operator (its pprof base URL) or of the
+// API server (""), and writes it to file when done; wait blocks until then.
+func profileCPU(b *testing.B, base, file string, seconds int) (wait func()) {
 	cs, err := kubernetes.NewForConfig(restConfig)
 	must(b, err)
 	done := make(chan error, 1)
 	go func() {
-		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
-			Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		var raw []byte
+		var err error
+		if base == "" {
+			raw, err = cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+				Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		} else {
+			raw, err = httpGet(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds))
+		}
 		if err == nil {
 			err = os.WriteFile(file, raw, 0o644)
 		}
 		done <- err
 	}()
 	return func() { must(b, <-done) }
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // BenchmarkScale measures issue 10's goals on the local cluster, with the operator as its own
@@ -113,6 +131,7 @@ func BenchmarkScale(b *testing.B) {
 type scaleOperator struct {
 	name    string
 	metrics string // http://127.0.0.1:PORT/metrics
+	pprof   string // http://127.0.0.1:PORT, where /debug/pprof is served
 	pid     int
 }
 
@@ -126,10 +145,12 @@ func freePort(b *testing.B) int {
 // startScaleOperator replaces the suite's replica by one that serves metrics over plain HTTP.
 func startScaleOperator(b *testing.B) scaleOperator {
 	must(b, run("operator-stop", "--all"))
-	port := freePort(b)
-	op := scaleOperator{name: "scale", metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+	port, pprofPort := freePort(b), freePort(b)
+	op := scaleOperator{name: "scale", metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
+		pprof: fmt.Sprintf("http://127.0.0.1:%d", pprofPort)}
 	must(b, run("operator-start", op.name, "--leader-elect", "--leader-election-namespace", operatorNamespace,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false"))
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort)))
 	b.Cleanup(func() { _ = run("operator-stop", op.name) })
 	op.pid = pidOf(b, op.name)
 	return op
@@ -176,10 +197,8 @@ func families(b *testing.B, url string) map[string]*dto.MetricFamily {
 		raw, err = cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		must(b, err)
 	} else {
-		resp, err := http.Get(url)
-		must(b, err)
-		defer resp.Body.Close()
-		raw, err = io.ReadAll(resp.Body)
+		var err error
+		raw, err = httpGet(url)
 		must(b, err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -376,7 +395,7 @@ func noopWebhook(b *testing.B) (webhookPort, healthPort int) {
 		var pod metav1.PartialObjectMetadata
 		if json.Unmarshal(review.Request.Object.Raw, &pod) == nil && pod.Labels[noopLabel] == "patch" {
 			out.Response.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
-			out.Response.Patch = []byte(`[{"op":"add","path":"/metadata/annotations","value":{"bench.sidecarset.io/patched":"true"}}]`)
+			out.Response.Patch = []byte(`[{"op":"add","path":"/metadata/annotations","value":{"` + patchedAnnotation + `":"true"}}]`)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
@@ -456,6 +475,10 @@ const (
 	noopLabel     = "bench.sidecarset.io/noop"
 	policyLabel   = "bench.sidecarset.io/policy"
 	routedWebhook = "routed.bench.sidecarset.io"
+	// oneOpPolicyLabel selects the pods of the one-op MutatingAdmissionPolicy.
+	oneOpPolicyLabel = "bench.sidecarset.io/one-op-policy"
+	// patchedAnnotation is what the one-op patch webhook and the one-op policy add.
+	patchedAnnotation = "bench.sidecarset.io/patched"
 )
 
 // compilePolicy puts set on policy mode for the pods labelled policyLabel: its policy and
@@ -492,13 +515,48 @@ func compilePolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels
 	})
 }
 
-// countInjected is the number of pods in ns with a sidecar (more than one container).
-func countInjected(b *testing.B, ns string) int {
+// oneOpPolicy registers the least a MutatingAdmissionPolicy can do: add one annotation
+// (patchedAnnotation) to the pods labelled oneOpPolicyLabel. It returns once the API server
+// runs it.
+func oneOpPolicy(b *testing.B, ns string, labels map[string]string) {
+	fail := admissionregistrationv1.Fail
+	pol := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench-one-op"},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{oneOpPolicyLabel: "true"}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}}},
+			},
+			Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{
+					Expression: `[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + patchedAnnotation + `": "true"}}]`}}},
+			FailurePolicy:      &fail,
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		}}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: pol.Name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: pol.Name}}
+	for _, obj := range []client.Object{pol, binding} {
+		must(b, k8s.Create(ctx, obj))
+		b.Cleanup(func() { deleteIgnoreNotFound(b, obj) })
+	}
+	eventually(b, time.Minute, "the API server to run the one-op policy", func() (bool, string) {
+		pod := benchPod(ns, "dry-run", labels)
+		if err := k8s.Create(ctx, pod, client.DryRunAll); err != nil {
+			return false, err.Error()
+		}
+		return pod.Annotations[patchedAnnotation] == "true", fmt.Sprintf("annotations %v", pod.Annotations)
+	})
+}
+
+// countPods is the number of pods in ns for which is holds.
+func countPods(b *testing.B, ns string, is func(*corev1.Pod) bool) int {
 	var pods corev1.PodList
 	must(b, k8s.List(ctx, &pods, client.InNamespace(ns)))
 	n := 0
 	for i := range pods.Items {
-		if len(pods.Items[i].Spec.Containers) > 1 {
+		if is(&pods.Items[i]) {
 			n++
 		}
 	}
@@ -516,6 +574,8 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	policyLabels := map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, policyLabel: "true"}
 	injected := injectedLike(b, ns, oursLabels, noopLabels)
 	compilePolicy(b, set, ns, policyLabels)
+	oneOpLabels := map[string]string{"app": "throughput", oneOpPolicyLabel: "true"}
+	oneOpPolicy(b, ns, oneOpLabels)
 	modes := []struct {
 		name, webhook string
 		pod           func(name string) *corev1.Pod
@@ -542,6 +602,9 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		// Policy mode: the API server injects by the set's MutatingAdmissionPolicy; our webhook
 		// stays registered for the pods the policy routes to it (none of these).
 		{"policy mode", routedWebhook, func(name string) *corev1.Pod { return benchPod(ns, name, policyLabels) }},
+		// A MutatingAdmissionPolicy that changes the pod in the least way, on pods nobody else
+		// admits or watches: the API server's cost of any policy.
+		{"one-op policy", "", func(name string) *corev1.Pod { return benchPod(ns, name, oneOpLabels) }},
 	}
 	pids := processes(b, op)
 	type result struct {
@@ -557,16 +620,25 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			waitProfile := func() {}
 			if sizes.profileDir != "" && rep == 0 {
 				// Two seconds: within the creation of the default 2,000 pods.
-				waitProfile = profileAPIServer(b, filepath.Join(sizes.profileDir, strings.ReplaceAll(m.name, " ", "_")+".pprof"), 2)
+				file := filepath.Join(sizes.profileDir, strings.NewReplacer(" ", "_", ",", "").Replace(m.name))
+				waitServer := profileCPU(b, "", file+".pprof", 2)
+				waitOperator := profileCPU(b, op.pprof, file+".operator.pprof", 2)
+				waitProfile = func() { waitServer(); waitOperator() }
 			}
 			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
 				return m.pod(fmt.Sprintf("p-%d-%d", rep, i))
 			})
 			after, cpuAfter := families(b, ""), cpuOf(b, pids)
 			waitProfile()
-			if m.name == "ours" || m.name == "policy mode" {
-				if n := countInjected(b, ns); n != sizes.webhookPods {
+			// Each way that changes pods is checked to have changed every one.
+			switch m.name {
+			case "ours", "policy mode":
+				if n := countPods(b, ns, func(p *corev1.Pod) bool { return len(p.Spec.Containers) > 1 }); n != sizes.webhookPods {
 					b.Fatalf("%s: %d of %d pods injected", m.name, n, sizes.webhookPods)
+				}
+			case "one-op patch webhook", "one-op policy":
+				if n := countPods(b, ns, func(p *corev1.Pod) bool { return p.Annotations[patchedAnnotation] == "true" }); n != sizes.webhookPods {
+					b.Fatalf("%s: %d of %d pods patched", m.name, n, sizes.webhookPods)
 				}
 			}
 			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{}}
@@ -635,6 +707,12 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		median(pm, opCPU), median(ours, opCPU))
 	b.ReportMetric(median(pm, rate)/median("no webhook", rate), "policy/no-webhook-throughput")
 	b.ReportMetric(median(pm, rate)/median(ours, rate), "policy/ours-throughput")
+	oneOp := "one-op policy"
+	b.Logf("any policy (a MutatingAdmissionPolicy adding one annotation, pods not opted in): %.1f pods/s = %.2fx no webhook; policy mode %.2fx of it; "+
+		"CPU ms/pod kube-apiserver it/no webhook %.2f/%.2f",
+		median(oneOp, rate), median(oneOp, rate)/median("no webhook", rate), median(pm, rate)/median(oneOp, rate),
+		median(oneOp, apiCPU), median("no webhook", apiCPU))
+	b.ReportMetric(median(oneOp, rate)/median("no webhook", rate), "one-op-policy/no-webhook-throughput")
 }
 
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's

@@ -49,7 +49,7 @@ var routedCases = map[string]string{
 	"conflict-two-sets-container":          "two sets select the pod",
 	"conflict-two-sets-volume":             "two sets select the pod",
 	"conflict-volume-definition":           "the pod has a volume of an added name",
-	"log-agent-share-volumes-transfer-env": "transferEnv and shareVolumePolicy",
+	"log-agent-share-volumes-transfer-env": "shareVolumePolicy",
 	"malformed-annotation":                 "the pod has a record",
 	"paused-with-record":                   "the pod has a record",
 	"pod-defines-identical-volume":         "the pod has a volume of an added name",
@@ -57,8 +57,8 @@ var routedCases = map[string]string{
 	"share-volumes-left-out":               "shareVolumePolicy",
 	"stale-record-stripped":                "the pod has a record",
 	"routed-by-policy":                     "the pod already carries the route mark",
-	"transfer-env-missing":                 "transferEnv",
-	"transfer-env-references":              "transferEnv",
+	"transfer-env-missing":                 "transferEnv of a variable the pod lacks (the engine warns)",
+	"transfer-env-references":              "transferEnv of values with references, and of a resourceFieldRef naming no container",
 	"two-sets-order-shared-volume":         "two sets select the pod",
 }
 
@@ -335,7 +335,8 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 
 // largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
 // volumes, 16 pull secrets), each container with args, env from several sources, a probe,
-// resources and mounts; the init containers are native sidecars.
+// resources and mounts; the init containers are native sidecars. Its containers transfer
+// policy.MaxTransfers env vars (APP_VAR_0...) from the container app: the most a policy copies.
 func largestSet(name, app string) *appsv1alpha1.SidecarSet {
 	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1alpha1.SidecarSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
@@ -362,7 +363,13 @@ func largestSet(name, app string) *appsv1alpha1.SidecarSet {
 		return appsv1alpha1.SidecarContainer{Container: c}
 	}
 	for n := 0; n < 32; n++ {
-		set.Spec.Containers = append(set.Spec.Containers, container(n, "c"))
+		c := container(n, "c")
+		// policy.MaxTransfers in all, the most a policy copies.
+		for k := range policy.MaxTransfers / 32 {
+			c.TransferEnv = append(c.TransferEnv, appsv1alpha1.TransferEnvVar{SourceContainerName: "app",
+				EnvName: fmt.Sprintf("APP_VAR_%d", n*(policy.MaxTransfers/32)+k)})
+		}
+		set.Spec.Containers = append(set.Spec.Containers, c)
 		init := container(n, "i") // native sidecars, half of them in front of the pod's own
 		init.VolumeMounts = init.VolumeMounts[:1]
 		init.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
@@ -405,6 +412,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	registerPolicyModeWebhook(t)
 	pod := appPod(newNamespace(t, nil), "large", "policy-large", true)
 	pod.Labels[noWebhookLabel] = "true"
+	for k := range policy.MaxTransfers {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", k), Value: "v"})
+	}
 	eventually(t, "the largest set's policy to inject the pod", func() (bool, string) {
 		got, err := dryRun(t, pod)
 		if err != nil {
@@ -416,6 +426,17 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		}
 		if hash, _ := inject.InjectedHash(got.Annotations, set.Name); hash != compiled.Hash {
 			return false, "record " + got.Annotations[appsv1alpha1.StatusAnnotation]
+		}
+		transferred := 0
+		for _, c := range got.Spec.Containers[1:] {
+			for _, e := range c.Env {
+				if strings.HasPrefix(e.Name, "APP_VAR_") && e.Value == "v" {
+					transferred++
+				}
+			}
+		}
+		if transferred != policy.MaxTransfers {
+			return false, fmt.Sprintf("%d of %d transferred variables in the sidecars", transferred, policy.MaxTransfers)
 		}
 		return true, ""
 	})
