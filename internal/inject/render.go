@@ -211,7 +211,7 @@ func (b *builder) sharedMounts(sidecar *corev1.Container, copies *Copies) ([]cor
 				continue
 			case devices.Has(m.MountPath):
 				skip(app, m, "the sidecar uses that path for a volume device")
-			case m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional && !privileged(sidecar):
+			case m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional && !Privileged(sidecar):
 				skip(app, m, "Bidirectional mount propagation needs a privileged container")
 			case m.SubPathExpr != "" && !b.bringSubPathEnv(sidecar, copies, app, m.SubPathExpr):
 				skip(app, m, "its subPathExpr uses a variable the sidecar defines differently")
@@ -253,7 +253,8 @@ func (b *builder) bringSubPathEnv(sidecar *corev1.Container, copies *Copies, app
 	return ok
 }
 
-func privileged(c *corev1.Container) bool {
+// Privileged reports whether c runs privileged.
+func Privileged(c *corev1.Container) bool {
 	return c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 }
 

@@ -105,10 +105,6 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 		for i := range list.containers {
 			c := &list.containers[i]
 			path := fmt.Sprintf("%s[%d]", list.field, i)
-			if c.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled {
-				return &Unsupported{Field: path + ".shareVolumePolicy",
-					Reason: "sharing the app's volume mounts (and leaving out those invalid in the sidecar) needs the engine"}
-			}
 			if transferred += len(c.TransferEnv); transferred > MaxTransfers {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (each is a scan of the pod at every admission)", MaxTransfers)}
@@ -262,12 +258,12 @@ type compiledInjection struct {
 func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, error) {
 	spec := &set.Spec
 	var ops []string
-	tr := &transfers{}
+	ac := &appCopies{}
 	for _, l := range []struct {
 		path       string
 		containers []appsv1alpha1.SidecarContainer
 	}{{"/spec/initContainers", spec.InitContainers}, {"/spec/containers", spec.Containers}} {
-		listOps, err := containerOps(l.path, l.containers, tr)
+		listOps, err := containerOps(l.path, l.containers, ac)
 		if err != nil {
 			return nil, err
 		}
@@ -299,9 +295,9 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 		{Name: "clash", Expression: clash(spec, volumes, external)},
 		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
 		{Name: "record", Expression: record(set.Name, hash, spec, volumes)},
-	}, tr.variables...)
+	}, ac.variables...)
 	route := "variables.recorded || variables.others || variables.clash"
-	if uncopied, ok := tr.uncopied(); ok {
+	if uncopied, ok := ac.uncopiedVariable(); ok {
 		vars = append(vars, uncopied)
 		route += " || variables." + uncopied.Name
 	}
@@ -310,7 +306,7 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 
 // containerOps places one list's sidecars: BeforeAppContainer ones in front of the pod's
 // own, in the set's order, the others after them.
-func containerOps(path string, containers []appsv1alpha1.SidecarContainer, tr *transfers) ([]string, error) {
+func containerOps(path string, containers []appsv1alpha1.SidecarContainer, ac *appCopies) ([]string, error) {
 	if len(containers) == 0 {
 		return nil, nil
 	}
@@ -320,7 +316,7 @@ func containerOps(path string, containers []appsv1alpha1.SidecarContainer, tr *t
 	}
 	before := 0
 	for i := range containers {
-		lit, err := containerLiteral(&containers[i], tr)
+		lit, err := containerLiteral(&containers[i], ac)
 		if err != nil {
 			return nil, fmt.Errorf("container %q: %w", containers[i].Name, err)
 		}

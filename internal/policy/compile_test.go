@@ -73,7 +73,9 @@ func TestCompileUnsupported(t *testing.T) {
 				TransferEnv: transfersOf(policy.MaxTransfers / 2)}}
 			s.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers - policy.MaxTransfers/2 + 1)
 		}},
-		{name: "shareVolumePolicy enabled", field: "spec.containers[1].shareVolumePolicy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+		// shareVolumePolicy too: the policy copies the app's mounts where the engine copies them
+		// unchanged, and routes the other pods.
+		{name: "shareVolumePolicy enabled", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{
 				Container:         corev1.Container{Name: "log-agent", Image: "fluent-bit"},
 				ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},

@@ -42,24 +42,23 @@ const noWebhookLabel = "policy-test.sidecarset.io/no-webhook"
 // routedCases are the engine's golden cases that the policies send to the webhook, and why.
 // Every other case is injected (or left alone) by the policies with no webhook call.
 var routedCases = map[string]string{
-	"app-container-identical":              "the pod has a container of an injected name",
-	"conflict-app-container":               "the pod has a container of an injected name",
-	"conflict-app-init-container":          "the pod has an init container of an injected name",
-	"conflict-host-port":                   "a sidecar binds a host port",
-	"conflict-two-sets-container":          "two sets select the pod",
-	"conflict-two-sets-volume":             "two sets select the pod",
-	"conflict-volume-definition":           "the pod has a volume of an added name",
-	"log-agent-share-volumes-transfer-env": "shareVolumePolicy",
-	"malformed-annotation":                 "the pod has a record",
-	"paused-with-record":                   "the pod has a record",
-	"pod-defines-identical-volume":         "the pod has a volume of an added name",
-	"reinject-old-hash":                    "the pod has a record",
-	"share-volumes-left-out":               "shareVolumePolicy",
-	"stale-record-stripped":                "the pod has a record",
-	"routed-by-policy":                     "the pod already carries the route mark",
-	"transfer-env-missing":                 "transferEnv of a variable the pod lacks (the engine warns)",
-	"transfer-env-references":              "transferEnv of values with references, and of a resourceFieldRef naming no container",
-	"two-sets-order-shared-volume":         "two sets select the pod",
+	"app-container-identical":      "the pod has a container of an injected name",
+	"conflict-app-container":       "the pod has a container of an injected name",
+	"conflict-app-init-container":  "the pod has an init container of an injected name",
+	"conflict-host-port":           "a sidecar binds a host port",
+	"conflict-two-sets-container":  "two sets select the pod",
+	"conflict-two-sets-volume":     "two sets select the pod",
+	"conflict-volume-definition":   "the pod has a volume of an added name",
+	"malformed-annotation":         "the pod has a record",
+	"paused-with-record":           "the pod has a record",
+	"pod-defines-identical-volume": "the pod has a volume of an added name",
+	"reinject-old-hash":            "the pod has a record",
+	"share-volumes-left-out":       "shareVolumePolicy leaves mounts out (notShared) and brings a subPathExpr's variable",
+	"stale-record-stripped":        "the pod has a record",
+	"routed-by-policy":             "the pod already carries the route mark",
+	"transfer-env-missing":         "transferEnv of a variable the pod lacks (the engine warns)",
+	"transfer-env-references":      "transferEnv of values with references, and of a resourceFieldRef naming no container",
+	"two-sets-order-shared-volume": "two sets select the pod",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.
@@ -336,7 +335,8 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 // largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
 // volumes, 16 pull secrets), each container with args, env from several sources, a probe,
 // resources and mounts; the init containers are native sidecars. Its containers transfer
-// policy.MaxTransfers env vars (APP_VAR_0...) from the container app: the most a policy copies.
+// policy.MaxTransfers env vars (APP_VAR_0...) from the container app, the most a policy copies,
+// and every container and init container shares the app's volume mounts.
 func largestSet(name, app string) *appsv1alpha1.SidecarSet {
 	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1alpha1.SidecarSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
@@ -360,7 +360,8 @@ func largestSet(name, app string) *appsv1alpha1.SidecarSet {
 			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", e), Value: fmt.Sprintf("value %d: ünïcode \"quoted\"\n", e)})
 		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
-		return appsv1alpha1.SidecarContainer{Container: c}
+		return appsv1alpha1.SidecarContainer{Container: c,
+			ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}}
 	}
 	for n := 0; n < 32; n++ {
 		c := container(n, "c")
@@ -415,6 +416,13 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	for k := range policy.MaxTransfers {
 		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", k), Value: "v"})
 	}
+	// 64 mounts of the app's own (with /data), each shared into every sidecar, as is the
+	// ServiceAccount token's mount the API server adds before.
+	for k := range 63 {
+		name := fmt.Sprintf("app-%d", k)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/app/" + name})
+	}
 	eventually(t, "the largest set's policy to inject the pod", func() (bool, string) {
 		got, err := dryRun(t, pod)
 		if err != nil {
@@ -437,6 +445,12 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		}
 		if transferred != policy.MaxTransfers {
 			return false, fmt.Sprintf("%d of %d transferred variables in the sidecars", transferred, policy.MaxTransfers)
+		}
+		app := got.Spec.Containers[0].VolumeMounts
+		for _, c := range append(got.Spec.Containers[1:], got.Spec.InitContainers...) {
+			if len(c.VolumeMounts) < len(app) || !cmp.Equal(c.VolumeMounts[len(c.VolumeMounts)-len(app):], app) {
+				return false, fmt.Sprintf("sidecar %s does not end with the app's %d mounts: %v", c.Name, len(app), c.VolumeMounts)
+			}
 		}
 		return true, ""
 	})

@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// MaxTransfers is the most transferEnv entries, over all of a set's containers, that its policy
+// copies in CEL: each is a scan of the pod's containers at every admission, and the largest set
+// the CRD allows must stay within the API server's size limit for one expression. A set with
+// more stays on the webhook (Check says so).
+const MaxTransfers = 64
+
+// appCopies renders what a policy copies from the pod's app containers into its sidecars, in
+// the cases where the engine copies it unchanged; any other case sends the pod to the webhook.
+//
+// transferEnv: a variable the app container defines (its last definition counts) with a
+// literal value that holds no "$" (no reference for the engine to resolve, no escape to keep),
+// or with a valueFrom other than a resourceFieldRef that names no container (the engine pins
+// that to the app's). A missing app container or variable (the engine warns) routes the pod.
+// Validation has ruled out a transferred name the container declares or transfers twice, so
+// each entry appends exactly one variable.
+//
+// shareVolumePolicy: the app containers' mounts, in order, at paths the sidecar does not mount
+// already (the first mount of a path wins). A mount the engine leaves out and records in
+// notShared (at a path the sidecar uses for a device, Bidirectional in an unprivileged
+// sidecar) or brings variables for (subPathExpr) routes the pod.
+type appCopies struct {
+	variables []admissionregistrationv1.Variable
+	// uncopied are CEL conditions: the pod must go to the webhook.
+	uncopied []string
+	// appMounts: the variables holding the app mounts are declared.
+	appMounts bool
+}
+
+func (ac *appCopies) declare(prefix, expr string) string {
+	name := fmt.Sprintf("%s%d", prefix, len(ac.variables))
+	ac.variables = append(ac.variables, admissionregistrationv1.Variable{Name: name, Expression: expr})
+	return "variables." + name
+}
+
+// transfer declares the variable holding the app's definition of t's variable when the policy
+// can copy it (a list of one; empty otherwise), and returns the CEL expression of the env
+// entry the sidecar gets.
+func (ac *appCopies) transfer(t appsv1alpha1.TransferEnvVar) string {
+	v := ac.declare("transfer", fmt.Sprintf(
+		"object.spec.containers.filter(c, c.name == %s && has(c.env)).map(c, c.env.filter(e, e.name == %s)).filter(l, l.size() > 0).map(l, l[l.size() - 1])"+
+			`.filter(e, has(e.valueFrom) ? !has(e.valueFrom.resourceFieldRef) || (has(e.valueFrom.resourceFieldRef.containerName) && e.valueFrom.resourceFieldRef.containerName != "")`+
+			` : !(has(e.value) && e.value.contains("$")))`,
+		quote(t.SourceContainerName), quote(t.EnvName)))
+	ac.uncopied = append(ac.uncopied, v+".size() == 0")
+	return "dyn(" + v + "[0])"
+}
+
+// share declares the variable holding the app mounts sidecar gets, and returns it. The first
+// app mount of each path is found once per pod (firstMounts), for every sharing sidecar.
+func (ac *appCopies) share(sidecar *corev1.Container) string {
+	if !ac.appMounts {
+		ac.variables = append(ac.variables,
+			admissionregistrationv1.Variable{Name: "appMounts",
+				Expression: "object.spec.containers.map(c, has(c.volumeMounts) ? c.volumeMounts : []).flatten()"},
+			admissionregistrationv1.Variable{Name: "firstMounts",
+				Expression: "variables.appMounts.transformList(i, m, !variables.appMounts.exists(j, p, j < i && p.mountPath == m.mountPath), m)"})
+		ac.appMounts = true
+	}
+	own := make([]string, len(sidecar.VolumeMounts))
+	for i, m := range sidecar.VolumeMounts {
+		own[i] = m.MountPath
+	}
+	v := ac.declare("shared", fmt.Sprintf("variables.firstMounts.filter(m, !(m.mountPath in %s))", quoteAll(own)))
+	left := []string{"has(m.subPathExpr)"}
+	if devices := devicePaths(sidecar); len(devices) > 0 {
+		left = append(left, "m.mountPath in "+quoteAll(devices))
+	}
+	if !inject.Privileged(sidecar) {
+		left = append(left, `(has(m.mountPropagation) && m.mountPropagation == "Bidirectional")`)
+	}
+	ac.uncopied = append(ac.uncopied, fmt.Sprintf("%s.exists(m, %s)", v, strings.Join(left, " || ")))
+	return v
+}
+
+// uncopiedVariable is the variable that is true when the policy cannot copy everything (the pod
+// then goes to the webhook); none when the set copies nothing. It comes after the others.
+func (ac *appCopies) uncopiedVariable() (admissionregistrationv1.Variable, bool) {
+	if len(ac.uncopied) == 0 {
+		return admissionregistrationv1.Variable{}, false
+	}
+	return admissionregistrationv1.Variable{Name: "uncopied", Expression: strings.Join(ac.uncopied, " || ")}, true
+}
+
+func devicePaths(c *corev1.Container) []string {
+	out := make([]string, len(c.VolumeDevices))
+	for i, d := range c.VolumeDevices {
+		out[i] = d.DevicePath
+	}
+	slices.Sort(out)
+	return out
+}
+
+// containerLiteral is the CEL value of the container a sidecar is injected as: its literal,
+// with the transferred variables after its own env and the shared mounts after its own.
+func containerLiteral(sc *appsv1alpha1.SidecarContainer, ac *appCopies) (string, error) {
+	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+	if !share && len(sc.TransferEnv) == 0 {
+		return literal(&sc.Container)
+	}
+	rest := sc.Container
+	var keys []string
+	if len(sc.TransferEnv) > 0 {
+		rest.Env = nil
+		entries := make([]string, len(sc.TransferEnv))
+		for k, t := range sc.TransferEnv {
+			entries[k] = ac.transfer(t)
+		}
+		own, err := listLiteral(sc.Env)
+		if err != nil {
+			return "", err
+		}
+		keys = append(keys, fmt.Sprintf(`"env": dyn(%s + [%s])`, own, strings.Join(entries, ", ")))
+	}
+	if share {
+		rest.VolumeMounts = nil
+		own, err := listLiteral(sc.VolumeMounts)
+		if err != nil {
+			return "", err
+		}
+		keys = append(keys, fmt.Sprintf(`"volumeMounts": dyn(%s + %s)`, own, ac.share(&sc.Container)))
+	}
+	lit, err := literal(&rest)
+	if err != nil {
+		return "", err
+	}
+	// lit is a map literal and never empty (a container has a name): the keys join its entries.
+	return "{" + strings.Join(keys, ", ") + ", " + strings.TrimPrefix(lit, "{"), nil
+}
+
+// listLiteral is the CEL literal of a list, [] when empty.
+func listLiteral[T any](list []T) (string, error) {
+	if len(list) == 0 {
+		return "[]", nil
+	}
+	return literal(list)
+}
