@@ -278,7 +278,7 @@ func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *c
 		if holders == nil {
 			holders = b.containersWithHostPorts()
 		}
-		key := hostPortKey(p)
+		key := podrules.HostPortKey(p)
 		if holder, ok := holders[key]; ok {
 			return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
 				"%s already binds host port %s; a host port can be bound once per pod, so change or remove the sidecar's hostPort or the other one", holder, key)}
@@ -294,7 +294,7 @@ func (b *builder) containersWithHostPorts() map[string]string {
 	note := func(c *corev1.Container, who string) {
 		for _, p := range podrules.DefaultedContainer(c, false, b.pod.Spec.HostNetwork).Ports {
 			if p.HostPort != 0 {
-				out[hostPortKey(p)] = who
+				out[podrules.HostPortKey(p)] = who
 			}
 		}
 	}
@@ -307,10 +307,6 @@ func (b *builder) containersWithHostPorts() map[string]string {
 		}
 	}
 	return out
-}
-
-func hostPortKey(p corev1.ContainerPort) string {
-	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
 }
 
 func article(noun string) string {

@@ -77,3 +77,9 @@ func toInternal(pod *corev1.Pod) (*core.Pod, error) {
 	}
 	return &out, nil
 }
+
+// HostPortKey names a defaulted port's host port as the API server tells them apart: protocol,
+// host IP, port.
+func HostPortKey(p corev1.ContainerPort) string {
+	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
+}

@@ -12,6 +12,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 const (
@@ -98,6 +99,7 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 			Reason: "new pods get a stored revision, which the webhook reads from the cluster"}
 	}
 	transferred := 0
+	hostPorts := sets.New[string]()
 	for _, list := range []struct {
 		field      string
 		containers []appsv1alpha1.SidecarContainer
@@ -109,10 +111,18 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (each is a scan of the pod at every admission)", MaxTransfers)}
 			}
-			for pi, p := range c.Ports {
-				if p.HostPort != 0 && list.field == "spec.containers" {
+			if list.field != "spec.containers" {
+				continue // init containers run one at a time: the engine compares no host ports
+			}
+			for pi, p := range podrules.DefaultedContainer(&c.Container, false, false).Ports {
+				if p.HostPort == 0 {
+					continue
+				}
+				if key := podrules.HostPortKey(p); hostPorts.Has(key) {
 					return &Unsupported{Field: fmt.Sprintf("%s.ports[%d].hostPort", path, pi),
-						Reason: "refusing a host port another container binds needs the engine's defaulted comparison"}
+						Reason: "another of the set's containers binds host port " + key + ": the webhook refuses such pods with its message"}
+				} else {
+					hostPorts.Insert(key)
 				}
 			}
 		}
@@ -367,11 +377,12 @@ func mounted(spec *appsv1alpha1.SidecarSetSpec) ([]corev1.Volume, []string) {
 // clash is a CEL condition: the engine would not simply add the set to this pod. The pod
 // already has a container or init container of an injected name, or a volume of an added
 // name (the engine keeps an identical one and refuses a different one), lacks a volume the
-// sidecars mount that the set does not define (refused), or shares the host's network while
-// a sidecar declares ports (the engine compares the defaulted host ports).
+// sidecars mount that the set does not define (refused), shares the host's network while a
+// sidecar declares ports, or binds a host port while a sidecar binds one (the engine compares
+// the defaulted host ports, and refuses the pod when two are the same).
 func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external []string) string {
 	var names []string
-	ports := false
+	ports, hostPorts := false, false
 	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			names = append(names, list[i].Name)
@@ -379,6 +390,9 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	}
 	for i := range spec.Containers {
 		ports = ports || len(spec.Containers[i].Ports) > 0
+		for _, p := range spec.Containers[i].Ports {
+			hostPorts = hostPorts || p.HostPort != 0
+		}
 	}
 	podContainers := "object.spec.containers.map(c, c.name) + (has(object.spec.initContainers) ? object.spec.initContainers.map(c, c.name) : [])"
 	podVolumes := "(has(object.spec.volumes) ? object.spec.volumes.map(v, v.name) : [])"
@@ -398,6 +412,9 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	}
 	if ports {
 		terms = append(terms, "(has(object.spec.hostNetwork) && object.spec.hostNetwork)")
+	}
+	if hostPorts {
+		terms = append(terms, "object.spec.containers.exists(c, has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0))")
 	}
 	return strings.Join(terms, " || ")
 }

@@ -84,8 +84,19 @@ func TestCompileUnsupported(t *testing.T) {
 		{name: "shareVolumePolicy disabled", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyDisabled
 		}},
-		{name: "container hostPort", field: "spec.containers[0].ports[1].hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+		// A host port: the policy routes the pods whose own containers bind one.
+		{name: "container hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "syslog", ContainerPort: 5140, HostPort: 5140})
+		}},
+		{name: "two containers binding one host port", field: "spec.containers[1].ports[0].hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "syslog", ContainerPort: 5140, HostPort: 5140})
+			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "relay", Image: "relay",
+				Ports: []corev1.ContainerPort{{ContainerPort: 6000, HostPort: 5140, Protocol: corev1.ProtocolTCP}}}})
+		}},
+		{name: "one host port on two protocols", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "syslog", ContainerPort: 5140, HostPort: 5140})
+			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "relay", Image: "relay",
+				Ports: []corev1.ContainerPort{{ContainerPort: 6000, HostPort: 5140, Protocol: corev1.ProtocolUDP}}}})
 		}},
 		{name: "init container hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			// Init containers run one at a time: the engine does not compare their host ports.

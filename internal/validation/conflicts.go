@@ -116,24 +116,19 @@ func hostPortConflicts(spec *appsv1alpha1.SidecarSetSpec, other *appsv1alpha1.Si
 	for i := range other.Spec.Containers {
 		for pi, p := range podrules.DefaultedContainer(&other.Spec.Containers[i].Container, false, false).Ports {
 			if p.HostPort != 0 {
-				theirs[hostPortKey(p)] = fmt.Sprintf("spec.containers[%d].ports[%d]", i, pi)
+				theirs[podrules.HostPortKey(p)] = fmt.Sprintf("spec.containers[%d].ports[%d]", i, pi)
 			}
 		}
 	}
 	var errs field.ErrorList
 	for i := range spec.Containers {
 		for pi, p := range podrules.DefaultedContainer(&spec.Containers[i].Container, false, false).Ports {
-			if where, ok := theirs[hostPortKey(p)]; ok && p.HostPort != 0 {
+			if where, ok := theirs[podrules.HostPortKey(p)]; ok && p.HostPort != 0 {
 				errs = append(errs, field.Invalid(path.Index(i).Child("ports").Index(pi).Child("hostPort"), p.HostPort, fmt.Sprintf(
 					"SidecarSet %q also binds host port %s (its %s) and both can select the same Pods; a Pod binds a host port once, so change one of the ports or make the selectors of the two SidecarSets disjoint",
-					other.Name, hostPortKey(p), where)))
+					other.Name, podrules.HostPortKey(p), where)))
 			}
 		}
 	}
 	return errs
-}
-
-// hostPortKey names a host port as the API server tells them apart: protocol, host IP, port.
-func hostPortKey(p corev1.ContainerPort) string {
-	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
 }

@@ -45,7 +45,7 @@ var routedCases = map[string]string{
 	"app-container-identical":      "the pod has a container of an injected name",
 	"conflict-app-container":       "the pod has a container of an injected name",
 	"conflict-app-init-container":  "the pod has an init container of an injected name",
-	"conflict-host-port":           "a sidecar binds a host port",
+	"conflict-host-port":           "a sidecar binds a host port and so does the pod's container",
 	"conflict-two-sets-container":  "two sets select the pod",
 	"conflict-two-sets-volume":     "two sets select the pod",
 	"conflict-volume-definition":   "the pod has a volume of an added name",
