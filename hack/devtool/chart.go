@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -20,20 +21,43 @@ const (
 	managedByKustomize = "app.kubernetes.io/managed-by: kustomize"
 )
 
+// injectionPolicy is the condition under which a template renders policy mode.
+const injectionPolicy = `{{- if eq .Values.injection "policy" }}`
+
 // writeChart turns `kustomize build config/default` (rendered) into a Helm chart in dir: the
 // same objects, with the release namespace for sidecarset-system and values for the image,
 // replicas, resources, the pod webhook's failurePolicy and extra excluded namespaces, and
 // metrics. The CRD goes to crds/; the Namespace is left to `helm install --create-namespace`.
+// With policyRendered (`kustomize build config/policy-mode`), the value injection=policy renders
+// that instead: its extra objects, and the lines it adds to the default's, under a condition.
 // Every substitution must apply exactly where expected: a change in the kustomize sources that
 // moves one fails here instead of producing a chart that silently ignores a value.
-func writeChart(rendered []byte, dir, version string) error {
+func writeChart(rendered, policyRendered []byte, dir, version string) error {
 	objs, err := decodeAll(rendered)
 	if err != nil {
 		return err
 	}
+	policyObjs, err := decodeAll(policyRendered)
+	if err != nil {
+		return err
+	}
+	policyTexts := map[string]string{}
+	for _, obj := range policyObjs {
+		raw, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		policyTexts[kindAndName(obj)] = string(raw)
+	}
+	var extra []map[string]any // objects only policy mode has, in its order
+	for _, obj := range policyObjs {
+		if !slices.ContainsFunc(objs, func(o map[string]any) bool { return kindAndName(o) == kindAndName(obj) }) {
+			extra = append(extra, obj)
+		}
+	}
 	files := map[string]string{}
 	var image, replicas, resources string
-	for i, obj := range objs {
+	for i, obj := range append(objs, extra...) {
 		kind, _ := obj["kind"].(string)
 		meta, _ := obj["metadata"].(map[string]any)
 		name, _ := meta["name"].(string)
@@ -42,6 +66,16 @@ func writeChart(rendered []byte, dir, version string) error {
 			return err
 		}
 		text := string(raw)
+		switch policy, ok := policyTexts[kindAndName(obj)]; {
+		case i >= len(objs):
+			text = injectionPolicy + "\n" + text + "{{- end }}\n"
+		case ok:
+			if text, err = withInsertions(text, policy, injectionPolicy); err != nil {
+				return fmt.Errorf("%s in policy mode: %w", kindAndName(obj), err)
+			}
+		case policyRendered != nil:
+			return fmt.Errorf("%s is not in the policy-mode rendering: the chart cannot leave objects out", kindAndName(obj))
+		}
 		switch kind {
 		case "Namespace":
 			continue
@@ -52,6 +86,7 @@ func writeChart(rendered []byte, dir, version string) error {
 			if image, replicas, resources, text, err = templateDeployment(text); err != nil {
 				return fmt.Errorf("the Deployment %s: %w", name, err)
 			}
+			text = injectionCheck + text
 		case "MutatingWebhookConfiguration":
 			if text, err = templateInjectorWebhook(text); err != nil {
 				return fmt.Errorf("the MutatingWebhookConfiguration %s: %w", name, err)
@@ -109,6 +144,13 @@ webhook:
 metrics:
   # Serve metrics over HTTPS on 8443 behind Kubernetes authn/authz, with their Service.
   enabled: true
+
+# How opted-in pods get their sidecars: "webhook" (the pod webhook injects every one) or
+# "policy" (each SidecarSet is compiled into a MutatingAdmissionPolicy that the API server runs,
+# so most pods are injected with no webhook call, even while the operator is down; needs
+# Kubernetes 1.36 or later and lets the operator write admission policies). What
+# config/policy-mode renders; see docs/design/policy-mode.md.
+injection: webhook
 `, repo, tag, replicas, indent(resources, "  "))
 	for name, content := range files {
 		path := filepath.Join(dir, name)
@@ -120,6 +162,44 @@ metrics:
 		}
 	}
 	return nil
+}
+
+// injectionCheck refuses a value of injection the chart does not know, naming it.
+const injectionCheck = `{{- if not (or (eq .Values.injection "webhook") (eq .Values.injection "policy")) }}
+{{- fail (printf "injection: %q is not a mode; use webhook or policy" .Values.injection) }}
+{{- end }}
+`
+
+func kindAndName(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	return fmt.Sprintf("%v %v", obj["kind"], meta["name"])
+}
+
+// withInsertions returns base with the lines that variant adds to it, each run of them under
+// condition. variant must keep every line of base, in order: a chart value can add lines, not
+// take any away.
+func withInsertions(base, variant, condition string) (string, error) {
+	// Each base line is matched to its first occurrence in variant after the previous match:
+	// if base is a subsequence of variant at all, this finds it.
+	a, b := strings.SplitAfter(base, "\n"), strings.SplitAfter(variant, "\n")
+	var out strings.Builder
+	i, j := 0, 0
+	for j < len(b) {
+		if i < len(a) && a[i] == b[j] {
+			out.WriteString(a[i])
+			i, j = i+1, j+1
+			continue
+		}
+		out.WriteString(condition + "\n")
+		for ; j < len(b) && (i >= len(a) || a[i] != b[j]); j++ {
+			out.WriteString(b[j])
+		}
+		out.WriteString("{{- end }}\n")
+	}
+	if i < len(a) {
+		return "", fmt.Errorf("it changes or removes the default rendering's line %q; the chart can only add lines", strings.TrimSpace(a[i]))
+	}
+	return out.String(), nil
 }
 
 func decodeAll(rendered []byte) ([]map[string]any, error) {

@@ -36,7 +36,7 @@ spec:
 // release's, the resources block is replaced whole; a rendering whose anchors moved is refused.
 func TestWriteChart(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeChart([]byte(chartDeployment), dir, "1.2.3"); err != nil {
+	if err := writeChart([]byte(chartDeployment), nil, dir, "1.2.3"); err != nil {
 		t.Fatal(err)
 	}
 	read := func(name string) string {
@@ -68,7 +68,74 @@ func TestWriteChart(t *testing.T) {
 	}
 
 	moved := strings.Replace(chartDeployment, "  replicas: 2\n", "", 1)
-	if err := writeChart([]byte(moved), t.TempDir(), "1"); err == nil || !strings.Contains(err.Error(), "replicas") {
+	if err := writeChart([]byte(moved), nil, t.TempDir(), "1"); err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Errorf("a Deployment without replicas: %v, want the pattern named", err)
+	}
+}
+
+// TestWithInsertions: the lines a variant adds come under the condition, wherever they are;
+// a variant that drops or changes a line of the base is refused, naming the line.
+func TestWithInsertions(t *testing.T) {
+	const cond = "{{- if .V }}"
+	tests := []struct {
+		name, base, variant, want, err string
+	}{
+		{name: "same", base: "a\nb\n", variant: "a\nb\n", want: "a\nb\n"},
+		{name: "appended", base: "a\nb\n", variant: "a\nb\nc\n", want: "a\nb\n" + cond + "\nc\n{{- end }}\n"},
+		{name: "inside, twice", base: "a\nb\nc\n", variant: "x\na\ny\nz\nb\nc\n",
+			want: cond + "\nx\n{{- end }}\na\n" + cond + "\ny\nz\n{{- end }}\nb\nc\n"},
+		{name: "a repeated line", base: "- a\n- b\n", variant: "- a\n- a\n- b\n", want: "- a\n" + cond + "\n- a\n{{- end }}\n- b\n"},
+		{name: "changed", base: "a\nb\n", variant: "a\nB\n", err: `line "b"`},
+		{name: "removed", base: "a\nb\nc\n", variant: "a\nc\n", err: `line "b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := withInsertions(tt.base, tt.variant, cond)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one naming %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWriteChartPolicyMode: the objects only policy mode renders, and the lines it adds to the
+// others, come under injection=policy; a policy-mode rendering that lacks an object is refused.
+func TestWriteChartPolicyMode(t *testing.T) {
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: sidecarset-policy-mode-role\n"
+	policy := strings.Replace(chartDeployment, "        - --metrics-bind-address=:8443\n",
+		"        - --metrics-bind-address=:8443\n        - --injection=policy\n", 1) + "---\n" + role
+	dir := t.TempDir()
+	if err := writeChart([]byte(chartDeployment), []byte(policy), dir, "1"); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := os.ReadFile(filepath.Join(dir, "templates", "00-deployment-sidecarset-controller-manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := injectionPolicy + "\n        - --injection=policy\n{{- end }}\n"; !strings.Contains(string(dep), want) {
+		t.Errorf("the Deployment template lacks %q:\n%s", want, dep)
+	}
+	if !strings.HasPrefix(string(dep), injectionCheck) {
+		t.Errorf("the Deployment template does not check the injection value first:\n%s", dep)
+	}
+	extra, err := os.ReadFile(filepath.Join(dir, "templates", "01-clusterrole-sidecarset-policy-mode-role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(extra), injectionPolicy+"\n") || !strings.HasSuffix(string(extra), "{{- end }}\n") {
+		t.Errorf("the policy-mode ClusterRole is not conditional:\n%s", extra)
+	}
+	if err := writeChart([]byte(chartDeployment+"---\n"+role), []byte(chartDeployment), t.TempDir(), "1"); err == nil ||
+		!strings.Contains(err.Error(), "ClusterRole sidecarset-policy-mode-role") {
+		t.Errorf("a policy-mode rendering without an object: %v, want it named", err)
 	}
 }

@@ -8,7 +8,8 @@
 //	devtool json-field PATH [DEFAULT]           JSON on stdin -> the string at PATH (dot-separated)
 //	devtool names KIND RESOURCE                 JSON List on stdin -> RESOURCE/NAME of each item of KIND
 //	devtool proxy PORT BACKENDS_FILE            TCP proxy on 127.0.0.1:PORT to the replicas in the file
-//	devtool chart DIR VERSION                   kustomize YAML on stdin -> a Helm chart in DIR
+//	devtool chart DIR VERSION POLICY            kustomize YAML on stdin (config/default) and in the file
+//	                                            POLICY (config/policy-mode) -> a Helm chart in DIR
 //	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
 package main
 
@@ -59,12 +60,16 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		_, err = stdout.Write(out)
 		return err
-	case cmd == "chart" && len(args) == 2:
+	case cmd == "chart" && len(args) == 3:
 		in, err := io.ReadAll(stdin)
 		if err != nil {
 			return err
 		}
-		return writeChart(in, args[0], args[1])
+		policy, err := os.ReadFile(args[2])
+		if err != nil {
+			return err
+		}
+		return writeChart(in, policy, args[0], args[1])
 	case cmd == "image" && len(args) == 4:
 		return buildImage(args[0], args[1], args[2], args[3])
 	case cmd == "json-field" && (len(args) == 1 || len(args) == 2):
@@ -105,7 +110,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
-		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION | image BINARY OUT.tar NAME:TAG VERSION")
+		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY | image BINARY OUT.tar NAME:TAG VERSION")
 }
 
 func joinInts(v []int) string {

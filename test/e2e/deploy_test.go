@@ -153,21 +153,24 @@ func applyDryRun(obj *unstructured.Unstructured) error {
 var repoRoot = testutil.RepoRoot
 
 // renderDefault runs `bin/kustomize build config/default`, which is what `make deploy` applies.
-func renderDefault(t *testing.T) []*unstructured.Unstructured {
+func renderDefault(t *testing.T) []*unstructured.Unstructured { return render(t, "default") }
+
+// render runs `bin/kustomize build config/<dir>`.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	root := repoRoot(t)
 	kustomize := filepath.Join(root, "bin", "kustomize")
-	cmd := exec.Command(kustomize, "build", filepath.Join("config", "default"))
+	cmd := exec.Command(kustomize, "build", filepath.Join("config", dir))
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s build config/default (make kustomize builds it): %v\n%s", kustomize, err, stderr.String())
+		t.Fatalf("%s build config/%s (make kustomize builds it): %v\n%s", kustomize, dir, err, stderr.String())
 	}
 	objs := decodeYAML(t, out)
 	if len(objs) == 0 {
-		t.Fatal("kustomize build config/default rendered no objects")
+		t.Fatalf("kustomize build config/%s rendered no objects", dir)
 	}
 	return objs
 }
@@ -477,6 +480,32 @@ func TestManagerImage(t *testing.T) {
 	testutil.AssertManagerImage(t, filepath.Join(root, "bin", "manager-image.tar"), ref, binary)
 }
 
+// sameAsKustomize checks that got, what the chart rendered, is what kustomize renders from
+// config/<dir> (less the Namespace), object for object.
+func sameAsKustomize(t *testing.T, dir string, got []*unstructured.Unstructured) {
+	t.Helper()
+	want := map[string]*unstructured.Unstructured{}
+	for _, obj := range render(t, dir) {
+		if obj.GetKind() != "Namespace" {
+			want[objectKey(obj)] = obj
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("helm template renders %d objects, config/%s %d (without its Namespace)", len(got), dir, len(want))
+	}
+	for _, obj := range got {
+		w, ok := want[objectKey(obj)]
+		labels := obj.GetLabels()
+		if labels["app.kubernetes.io/managed-by"] == "Helm" {
+			labels["app.kubernetes.io/managed-by"] = "kustomize"
+			obj.SetLabels(labels)
+		}
+		if !ok || !equality.Semantic.DeepEqual(obj.Object, w.Object) {
+			t.Errorf("%s: the chart's rendering differs from config/%s", objectKey(obj), dir)
+		}
+	}
+}
+
 // helmTemplate renders dist/chart with bin/helm (make helm) into namespace ns.
 func helmTemplate(t *testing.T, ns string, args ...string) []*unstructured.Unstructured {
 	t.Helper()
@@ -492,29 +521,17 @@ func objectKey(obj *unstructured.Unstructured) string {
 // helmChart, a subtest of TestDeployManifests (which installs cert-manager's CRDs once): the
 // chart generated from config/default (make chart) renders, with its
 // default values in the kustomize namespace, exactly what `make deploy` applies (less the
-// Namespace, which `helm install --create-namespace` makes); its values land where they
-// should; and what it renders with them passes a server-side dry-run apply.
+// Namespace, which `helm install --create-namespace` makes), and with injection=policy exactly
+// what config/policy-mode renders; its values land where they should; an unknown injection
+// mode is refused; and what it renders with values passes a server-side dry-run apply.
 func helmChart(t *testing.T) {
-	want := map[string]*unstructured.Unstructured{}
-	for _, obj := range renderDefault(t) {
-		if obj.GetKind() != "Namespace" {
-			want[objectKey(obj)] = obj
-		}
-	}
-	got := helmTemplate(t, operatorNamespace)
-	if len(got) != len(want) {
-		t.Errorf("helm template renders %d objects, config/default %d (without its Namespace)", len(got), len(want))
-	}
-	for _, obj := range got {
-		w, ok := want[objectKey(obj)]
-		labels := obj.GetLabels()
-		if labels["app.kubernetes.io/managed-by"] == "Helm" {
-			labels["app.kubernetes.io/managed-by"] = "kustomize"
-			obj.SetLabels(labels)
-		}
-		if !ok || !equality.Semantic.DeepEqual(obj.Object, w.Object) {
-			t.Errorf("%s: the chart's default rendering differs from config/default", objectKey(obj))
-		}
+	sameAsKustomize(t, "default", helmTemplate(t, operatorNamespace))
+	sameAsKustomize(t, "policy-mode", helmTemplate(t, operatorNamespace, "--set", "injection=policy"))
+	root := repoRoot(t)
+	out, err := exec.Command(filepath.Join(root, "bin", "helm"), "template", "sidecarset", filepath.Join(root, "dist", "chart"),
+		"--set", "injection=Policy").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `injection: "Policy" is not a mode; use webhook or policy`) {
+		t.Errorf("helm template --set injection=Policy: %v, want it refused naming the value:\n%s", err, out)
 	}
 
 	const ns = "ops-e2e-helm"
