@@ -109,7 +109,7 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 			path := fmt.Sprintf("%s[%d]", list.field, i)
 			if transferred += len(c.TransferEnv); transferred > MaxTransfers {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
-					"the set transfers more than %d env vars, the most a policy copies (each is a scan of the pod at every admission)", MaxTransfers)}
+					"the set transfers more than %d env vars, the most a policy copies (the patch of the largest set must stay within the API server's size limit for one CEL expression)", MaxTransfers)}
 			}
 			if list.field != "spec.containers" {
 				continue // init containers run one at a time: the engine compares no host ports
@@ -118,12 +118,12 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 				if p.HostPort == 0 {
 					continue
 				}
-				if key := podrules.HostPortKey(p); hostPorts.Has(key) {
+				key := podrules.HostPortKey(p)
+				if hostPorts.Has(key) {
 					return &Unsupported{Field: fmt.Sprintf("%s.ports[%d].hostPort", path, pi),
 						Reason: "another of the set's containers binds host port " + key + ": the webhook refuses such pods with its message"}
-				} else {
-					hostPorts.Insert(key)
 				}
+				hostPorts.Insert(key)
 			}
 		}
 	}

@@ -501,17 +501,25 @@ func compilePolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels
 	sel := compiled.Policy.Spec.MatchConstraints.ObjectSelector
 	sel.MatchExpressions = append(sel.MatchExpressions,
 		metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpExists})
-	for _, obj := range []client.Object{compiled.Policy, compiled.Binding} {
+	startPolicy(b, "the bench set's policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
+		return len(pod.Spec.Containers) == 2, fmt.Sprintf("%d containers", len(pod.Spec.Containers))
+	}, compiled.Policy, compiled.Binding)
+}
+
+// startPolicy creates a policy and its binding (deleted after the benchmark) and returns once
+// the API server runs it: once a dry run of probe comes back as applied says.
+func startPolicy(b *testing.B, what string, probe *corev1.Pod, applied func(*corev1.Pod) (bool, string), objs ...client.Object) {
+	for _, obj := range objs {
 		must(b, k8s.Create(ctx, obj))
 		b.Cleanup(func() { deleteIgnoreNotFound(b, obj) })
 	}
 	// The API server loads a new policy within seconds.
-	eventually(b, time.Minute, "the API server to run the bench set's policy", func() (bool, string) {
-		pod := benchPod(ns, "dry-run", labels)
+	eventually(b, time.Minute, "the API server to run "+what, func() (bool, string) {
+		pod := probe.DeepCopy()
 		if err := k8s.Create(ctx, pod, client.DryRunAll); err != nil {
 			return false, err.Error()
 		}
-		return len(pod.Spec.Containers) == 2, fmt.Sprintf("%d containers", len(pod.Spec.Containers))
+		return applied(pod)
 	})
 }
 
@@ -537,17 +545,9 @@ func oneOpPolicy(b *testing.B, ns string, labels map[string]string) {
 		}}
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: pol.Name},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: pol.Name}}
-	for _, obj := range []client.Object{pol, binding} {
-		must(b, k8s.Create(ctx, obj))
-		b.Cleanup(func() { deleteIgnoreNotFound(b, obj) })
-	}
-	eventually(b, time.Minute, "the API server to run the one-op policy", func() (bool, string) {
-		pod := benchPod(ns, "dry-run", labels)
-		if err := k8s.Create(ctx, pod, client.DryRunAll); err != nil {
-			return false, err.Error()
-		}
+	startPolicy(b, "the one-op policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
 		return pod.Annotations[patchedAnnotation] == "true", fmt.Sprintf("annotations %v", pod.Annotations)
-	})
+	}, pol, binding)
 }
 
 // countPods is the number of pods in ns for which is holds.
