@@ -173,6 +173,15 @@ func sameNames(got, want []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
 }
 
+// sidecarSetValidation reports whether the API server refuses an invalid SidecarSet (a
+// container with no image, which only the validating webhook refuses).
+func sidecarSetValidation(t *testing.T) bool {
+	t.Helper()
+	bad := sidecarSet("validation-probe", "none")
+	bad.Spec.Containers[0].Image = ""
+	return k8s.Create(ctx, bad, client.DryRunAll) != nil
+}
+
 // withoutSidecarSetValidation runs f while the API server does not call the SidecarSet
 // validating webhook, as during an outage of the operator with failurePolicy Ignore, or
 // before the webhook was installed.
@@ -189,6 +198,12 @@ func withoutSidecarSetValidation(t *testing.T, f func()) {
 		saved := cfg.Webhooks[j].DeepCopy()
 		cfg.Webhooks = slices.Delete(cfg.Webhooks, j, j+1)
 		must(t, k8s.Update(ctx, cfg))
+		// The API server reads webhook configurations through an informer: wait until it stops
+		// calling the webhook, and after f until it calls it again, so that later tests see
+		// the usual chain.
+		eventually(t, "the API server to stop calling the validating webhook", func() (bool, string) {
+			return !sidecarSetValidation(t), "an invalid SidecarSet is still refused"
+		})
 		defer func() {
 			must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				var cur admissionregistrationv1.ValidatingWebhookConfiguration
@@ -196,13 +211,8 @@ func withoutSidecarSetValidation(t *testing.T, f func()) {
 				cur.Webhooks = append(cur.Webhooks, *saved)
 				return k8s.Update(ctx, &cur)
 			}))
-			// The API server reads webhook configurations through an informer: wait until
-			// it validates again, so that later tests see the usual chain.
 			eventually(t, "the API server to call the validating webhook again", func() (bool, string) {
-				bad := sidecarSet("validation-is-back", "none")
-				bad.Spec.Containers[0].Image = ""
-				err := k8s.Create(ctx, bad, client.DryRunAll)
-				return err != nil, "an invalid SidecarSet was accepted"
+				return sidecarSetValidation(t), "an invalid SidecarSet was accepted"
 			})
 		}()
 		f()
