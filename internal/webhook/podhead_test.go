@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // headCases are pods in the shapes the fast decoder takes and the ones it leaves to the JSON
@@ -112,4 +113,65 @@ func BenchmarkDecodeHead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// mountCases are volume mount lists the fast decoder takes (fast) and ones it leaves to
+// decodeStrict.
+var mountCases = map[string]struct {
+	raw  string
+	fast bool
+}{
+	"usual": {`[{"name":"logs","mountPath":"/var/log/app"},{"name":"config","mountPath":"/etc/app","readOnly":true,"subPath":"a"}]`, true},
+	"every field": {`[{"name":"d","readOnly":true,"recursiveReadOnly":"Enabled","mountPath":"/d","subPath":"","mountPropagation":"HostToContainer",` +
+		`"subPathExpr":"$(POD_NAME)"}]`, true},
+	"nulls":       {`[null,{"name":null,"readOnly":null,"recursiveReadOnly":null,"mountPropagation":null}]`, true},
+	"empty":       {`[]`, true},
+	"null list":   {`null`, true},
+	"whitespace":  {" [ { \"name\" : \"a\" , \"mountPath\" : \"/a\" } ] ", true},
+	"unknown":     {`[{"name":"a","mountPath":"/a","future":{"x":1}}]`, false},
+	"other case":  {`[{"Name":"a"}]`, false},
+	"repeated":    {`[{"name":"a","name":"b"}]`, false},
+	"escaped":     {`[{"name":"a","mountPath":"/\u0061"}]`, false},
+	"wrong type":  {`[{"name":"a","readOnly":"yes"}]`, false},
+	"not a list":  {`{"name":"a"}`, false},
+	"truncated":   {`[{"name":"a"`, false},
+	"trailing":    {`[] []`, false},
+	"bad literal": {`[{"readOnly":tru}]`, false},
+}
+
+// TestDecodeMounts: the fast decoder takes the usual mounts, and the result is always
+// decodeStrict's.
+func TestDecodeMounts(t *testing.T) {
+	for name, c := range mountCases {
+		t.Run(name, func(t *testing.T) {
+			var fast []corev1.VolumeMount
+			s := scanner{b: []byte(c.raw)}
+			err := list(&s, &fast, s.volumeMount)
+			s.space()
+			if took := err == nil && s.i == len(c.raw); took != c.fast {
+				t.Errorf("fast path took it: %v, want %v (%v)", took, c.fast, err)
+			}
+			mountsSameAsStrict(t, []byte(c.raw))
+		})
+	}
+}
+
+func mountsSameAsStrict(t *testing.T, raw []byte) {
+	t.Helper()
+	var got, want []corev1.VolumeMount
+	gotUnknown, gotErr := decodeMounts(raw, &got)
+	wantUnknown, wantErr := decodeStrict(raw, &want)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() || gotUnknown != wantUnknown {
+		t.Fatalf("for %q: unknown %v, error %v; decodeStrict: %v, %v", raw, gotUnknown, gotErr, wantUnknown, wantErr)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("decoded differently for %q (-decodeStrict +ours):\n%s", raw, diff)
+	}
+}
+
+func FuzzDecodeMounts(f *testing.F) {
+	for _, c := range mountCases {
+		f.Add([]byte(c.raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { mountsSameAsStrict(t, raw) })
 }

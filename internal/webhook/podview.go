@@ -82,7 +82,7 @@ func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledS
 	for i := range v.Spec.Containers {
 		h, c := &v.Spec.Containers[i], &pod.Spec.Containers[i]
 		if mounts && h.VolumeMounts != nil {
-			unknown, err := decodeStrict(h.VolumeMounts, &c.VolumeMounts)
+			unknown, err := decodeMounts(h.VolumeMounts, &c.VolumeMounts)
 			if err := keep(i, "volumeMounts", h.VolumeMounts, unknown, err); err != nil {
 				return nil, err
 			}
@@ -114,6 +114,53 @@ func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledS
 func decodeStrict[T any](raw json.RawMessage, into *[]T) (unknown bool, err error) {
 	strict, err := sigsjson.UnmarshalStrict(raw, into, sigsjson.DisallowUnknownFields)
 	return len(strict) > 0, err
+}
+
+// decodeMounts decodes volume mounts as decodeStrict does, in one pass over the bytes for the
+// mounts containers usually have (the fields this build knows, plain strings; see decodeHead);
+// anything else is left to decodeStrict (FuzzDecodeMounts).
+func decodeMounts(raw json.RawMessage, into *[]corev1.VolumeMount) (unknown bool, err error) {
+	var fast []corev1.VolumeMount
+	s := scanner{b: raw}
+	if err := list(&s, &fast, s.volumeMount); err == nil {
+		if s.space(); s.i == len(raw) {
+			*into = fast
+			return false, nil
+		}
+	}
+	return decodeStrict(raw, into)
+}
+
+var mountFields = []string{"name", "readOnly", "recursiveReadOnly", "mountPath", "subPath", "mountPropagation", "subPathExpr"}
+
+func (s *scanner) volumeMount(m *corev1.VolumeMount) error {
+	var seen uint32
+	return s.object(func(key []byte) error {
+		field := slices.Index(mountFields, share(key))
+		if field < 0 || seen&(1<<field) != 0 {
+			return errNotFast // decodeStrict reports the unknown field
+		}
+		seen |= 1 << field
+		switch mountFields[field] {
+		case "name":
+			return s.text(&m.Name)
+		case "readOnly":
+			return s.boolean(&m.ReadOnly)
+		case "recursiveReadOnly":
+			return nullOrNew(s, &m.RecursiveReadOnly, func(mode *corev1.RecursiveReadOnlyMode) error {
+				return s.plain((*string)(mode))
+			})
+		case "mountPath":
+			return s.text(&m.MountPath)
+		case "subPath":
+			return s.text(&m.SubPath)
+		case "mountPropagation":
+			return nullOrNew(s, &m.MountPropagation, func(mode *corev1.MountPropagationMode) error {
+				return s.plain((*string)(mode))
+			})
+		}
+		return s.text(&m.SubPathExpr)
+	})
 }
 
 // volumeHead is what injection reads of a volume it only adds volumes next to.

@@ -3,15 +3,20 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -52,16 +57,66 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := rv.Webhook.Handle(r.Context(), req)
-	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
-	out.SetGroupVersionKind(gvk)
-	encoded, err := json.Marshal(out)
-	if err != nil {
-		// The response is plain data: this cannot happen.
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+	encoded, ok := appendReview(make([]byte, 0, 256+len(resp.Patch)*4/3), gvk, &resp.AdmissionResponse)
+	if !ok {
+		out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
+		out.SetGroupVersionKind(gvk)
+		if encoded, err = json.Marshal(out); err != nil {
+			// The response is plain data: this cannot happen.
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(encoded)
+}
+
+// appendReview appends the review answering with r, written as json.Marshal writes it
+// (TestAppendReview): the handler's answers, whose status carries at most a status, message,
+// reason and code. It reports false, having appended nothing, for any other answer.
+func appendReview(out []byte, gvk schema.GroupVersionKind, r *admissionv1.AdmissionResponse) ([]byte, bool) {
+	if len(r.AuditAnnotations) > 0 || r.Result != nil &&
+		(r.Result.TypeMeta != metav1.TypeMeta{} || r.Result.ListMeta != metav1.ListMeta{} || r.Result.Details != nil) {
+		return out, false
+	}
+	out = append(out, `{"kind":`...)
+	out = appendString(out, gvk.Kind)
+	out = append(out, `,"apiVersion":`...)
+	out = appendString(out, gvk.GroupVersion().String())
+	out = append(out, `,"response":{"uid":`...)
+	out = appendString(out, string(r.UID))
+	out = append(out, `,"allowed":`...)
+	out = strconv.AppendBool(out, r.Allowed)
+	if st := r.Result; st != nil {
+		out = append(out, `,"status":{"metadata":{}`...)
+		for _, m := range []struct{ name, value string }{{"status", st.Status}, {"message", st.Message}, {"reason", string(st.Reason)}} {
+			if m.value != "" {
+				out = appendString(append(append(append(out, `,"`...), m.name...), `":`...), m.value)
+			}
+		}
+		if st.Code != 0 {
+			out = strconv.AppendInt(append(out, `,"code":`...), int64(st.Code), 10)
+		}
+		out = append(out, '}')
+	}
+	if len(r.Patch) > 0 {
+		out = append(out, `,"patch":"`...)
+		out = append(base64.StdEncoding.AppendEncode(out, r.Patch), '"')
+	}
+	if r.PatchType != nil {
+		out = appendString(append(out, `,"patchType":`...), string(*r.PatchType))
+	}
+	if len(r.Warnings) > 0 {
+		out = append(out, `,"warnings":[`...)
+		for i, w := range r.Warnings {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendString(out, w)
+		}
+		out = append(out, ']')
+	}
+	return append(out, "}}"...), true
 }
 
 // withBody gives r a body to be read again (the fast path read it).
@@ -79,119 +134,192 @@ var reviewKinds = map[string]schema.GroupVersionKind{
 	"admission.k8s.io/v1beta1": {Group: "admission.k8s.io", Version: "v1beta1", Kind: "AdmissionReview"},
 }
 
-// decodeReview decodes an AdmissionReview (v1 or v1beta1, which share their fields) into an
-// admission request whose object and old object are slices of body, and returns the review's
-// kind for the response.
+// decodeReview decodes an AdmissionReview (v1 or v1beta1, which share their fields) in one
+// pass over body, as the JSON decoder would: the envelope's members are read, the request's
+// object and old object are kept as slices of body for the handler to decode (only where they
+// end is found here), everything else is checked and stepped over. It returns the review's
+// kind for the response. What it does not take on (escaped or repeated keys, strings that need
+// unescaping, a value of the wrong type, malformed input) is errNotFast, and controller-runtime
+// decodes that body itself (FuzzDecodeReview). The request's strings share body's bytes (see
+// share): body must not be written afterwards.
 func decodeReview(body []byte) (admission.Request, schema.GroupVersionKind, error) {
-	spans, err := findObjects(body)
-	if err != nil {
-		return admission.Request{}, schema.GroupVersionKind{}, err
-	}
-	// The envelope without the objects: a copy with null in their place.
-	envelope := make([]byte, 0, len(body)-spans.size()+8)
-	last := 0
-	for _, s := range spans.list() {
-		envelope = append(append(envelope, body[last:s.start]...), "null"...)
-		last = s.end
-	}
-	envelope = append(envelope, body[last:]...)
-
-	var review struct {
-		APIVersion string                        `json:"apiVersion"`
-		Kind       string                        `json:"kind"`
-		Request    *admissionv1.AdmissionRequest `json:"request"`
-	}
-	if err := unmarshal(envelope, &review); err != nil {
-		return admission.Request{}, schema.GroupVersionKind{}, err
-	}
-	gvk, ok := reviewKinds[review.APIVersion]
-	if !ok || review.Kind != "AdmissionReview" || review.Request == nil {
-		return admission.Request{}, schema.GroupVersionKind{}, errNotFast
-	}
-	req := admission.Request{AdmissionRequest: *review.Request}
-	if spans.object.end > 0 {
-		req.Object.Raw = body[spans.object.start:spans.object.end]
-	}
-	if spans.oldObject.end > 0 {
-		req.OldObject.Raw = body[spans.oldObject.start:spans.oldObject.end]
-	}
-	return req, gvk, nil
-}
-
-// span is [start, end) of a JSON value in the body; end 0 when absent or null.
-type span struct{ start, end int }
-
-type objectSpans struct{ object, oldObject span }
-
-func (o objectSpans) list() []span {
-	var out []span
-	for _, s := range []span{o.object, o.oldObject} {
-		if s.end > 0 {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 2 && out[1].start < out[0].start {
-		out[0], out[1] = out[1], out[0]
-	}
-	return out
-}
-
-func (o objectSpans) size() int {
-	n := 0
-	for _, s := range o.list() {
-		n += s.end - s.start
-	}
-	return n
-}
-
-// findObjects locates request.object and request.oldObject in an AdmissionReview body. It
-// only finds where values end (strings, nesting); the values are checked by the decoders that
-// read them. Anything unusual (escaped or repeated keys, a non-object where one is expected)
-// is errNotFast.
-func findObjects(b []byte) (objectSpans, error) {
-	var out objectSpans
-	s := scanner{b: b}
-	seen := map[string]bool{}
+	var (
+		apiVersion, kind string
+		req              *admission.Request
+	)
+	s := scanner{b: body}
+	names := [...]string{"apiVersion", "kind", "request"}
+	var seen [len(names)]bool
 	err := s.object(func(key []byte) error {
-		if string(key) != "request" {
-			return s.skip()
-		}
-		if seen["request"] {
-			return errNotFast
-		}
-		seen["request"] = true
-		return s.object(func(k []byte) error {
-			key := string(k)
-			var into *span
-			switch key {
-			case "object":
-				into = &out.object
-			case "oldObject":
-				into = &out.oldObject
-			default:
-				return s.skip()
-			}
-			if seen[key] {
+		for i, name := range names {
+			switch {
+			case string(key) == name:
+				if seen[i] {
+					return errNotFast
+				}
+				seen[i] = true
+				switch i {
+				case 0:
+					return s.text(&apiVersion)
+				case 1:
+					return s.text(&kind)
+				}
+				if s.literal("null") {
+					req = nil
+					return nil
+				}
+				req = &admission.Request{}
+				return s.request(&req.AdmissionRequest)
+			case bytes.EqualFold(key, []byte(name)):
+				// controller-runtime reads the review's kind case-insensitively.
 				return errNotFast
 			}
-			seen[key] = true
-			start := s.i
-			if err := s.skip(); err != nil {
-				return err
-			}
-			if !bytes.Equal(b[start:s.i], []byte("null")) {
-				*into = span{start, s.i}
-			}
-			return nil
-		})
+		}
+		return s.value(1)
 	})
 	if err != nil {
-		return objectSpans{}, err
+		return admission.Request{}, schema.GroupVersionKind{}, err
 	}
-	if s.space(); s.i != len(b) {
-		return objectSpans{}, errNotFast
+	if s.space(); s.i != len(body) {
+		return admission.Request{}, schema.GroupVersionKind{}, errNotFast
 	}
-	return out, nil
+	gvk, ok := reviewKinds[apiVersion]
+	if !ok || kind != "AdmissionReview" || req == nil {
+		return admission.Request{}, schema.GroupVersionKind{}, errNotFast
+	}
+	return *req, gvk, nil
+}
+
+var requestFields = []string{"uid", "kind", "resource", "subResource", "requestKind", "requestResource",
+	"requestSubResource", "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options"}
+
+func (s *scanner) request(r *admissionv1.AdmissionRequest) error {
+	return s.fields(1, requestFields, func(field int) error {
+		switch requestFields[field] {
+		case "uid":
+			uid := string(r.UID)
+			err := s.text(&uid)
+			r.UID = types.UID(uid)
+			return err
+		case "kind":
+			return s.nullOr(func() error { return s.kind(&r.Kind) })
+		case "resource":
+			return s.nullOr(func() error { return s.resource(&r.Resource) })
+		case "subResource":
+			return s.text(&r.SubResource)
+		case "requestKind":
+			return nullOrNew(s, &r.RequestKind, s.kind)
+		case "requestResource":
+			return nullOrNew(s, &r.RequestResource, s.resource)
+		case "requestSubResource":
+			return s.text(&r.RequestSubResource)
+		case "name":
+			return s.text(&r.Name)
+		case "namespace":
+			return s.text(&r.Namespace)
+		case "operation":
+			op := string(r.Operation)
+			err := s.text(&op)
+			r.Operation = admissionv1.Operation(op)
+			return err
+		case "userInfo":
+			return s.nullOr(func() error { return s.userInfo(&r.UserInfo) })
+		case "object":
+			return s.span(&r.Object.Raw, s.skip)
+		case "oldObject":
+			return s.span(&r.OldObject.Raw, s.skip)
+		case "dryRun":
+			if s.literal("null") {
+				r.DryRun = nil
+				return nil
+			}
+			var dry bool
+			err := s.boolean(&dry)
+			r.DryRun = &dry
+			return err
+		}
+		return s.span(&r.Options.Raw, func() error { return s.value(2) })
+	})
+}
+
+// span reads a value with step and keeps its bytes, as runtime.RawExtension does (null leaves
+// it as it is).
+func (s *scanner) span(into *[]byte, step func() error) error {
+	start := s.i
+	if err := step(); err != nil {
+		return err
+	}
+	if v := s.b[start:s.i]; string(v) != "null" {
+		*into = v
+	}
+	return nil
+}
+
+// nullOrNew sets *into to nil for null, or to a new value read by read.
+func nullOrNew[T any](s *scanner, into **T, read func(*T) error) error {
+	if s.literal("null") {
+		*into = nil
+		return nil
+	}
+	v := new(T)
+	*into = v
+	return read(v)
+}
+
+func (s *scanner) kind(k *metav1.GroupVersionKind) error {
+	return s.fields(2, []string{"group", "version", "kind"}, func(field int) error {
+		switch field {
+		case 0:
+			return s.text(&k.Group)
+		case 1:
+			return s.text(&k.Version)
+		}
+		return s.text(&k.Kind)
+	})
+}
+
+func (s *scanner) resource(r *metav1.GroupVersionResource) error {
+	return s.fields(2, []string{"group", "version", "resource"}, func(field int) error {
+		switch field {
+		case 0:
+			return s.text(&r.Group)
+		case 1:
+			return s.text(&r.Version)
+		}
+		return s.text(&r.Resource)
+	})
+}
+
+func (s *scanner) userInfo(u *authenticationv1.UserInfo) error {
+	return s.fields(2, []string{"username", "uid", "groups", "extra"}, func(field int) error {
+		switch field {
+		case 0:
+			return s.text(&u.Username)
+		case 1:
+			return s.text(&u.UID)
+		case 2:
+			return s.strings(&u.Groups)
+		}
+		if s.literal("null") {
+			u.Extra = nil
+			return nil
+		}
+		u.Extra = map[string]authenticationv1.ExtraValue{}
+		return s.object(func(key []byte) error {
+			if !ascii(key) {
+				return errNotFast // the JSON decoder replaces invalid UTF-8
+			}
+			var v []string
+			err := s.strings(&v)
+			u.Extra[share(key)] = v
+			return err
+		})
+	})
+}
+
+// strings reads an array of strings into a new slice; null leaves it nil.
+func (s *scanner) strings(into *[]string) error {
+	return list(s, into, s.plain)
 }
 
 // scanner walks JSON far enough to find where values end.

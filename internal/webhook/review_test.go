@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,10 +13,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/diff"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -72,6 +76,18 @@ func reviewVariants(t *testing.T) map[string][]byte {
 	escapes := clone(t, generic)
 	escapes["request"].(map[string]any)["object"].(map[string]any)["metadata"].(map[string]any)["annotations"] =
 		map[string]any{"note": "a \"quoted\" {brace} [bracket] \\ and \u00e9 \u2028", "other": "}"}
+	// What a service account's token carries, and members the API server may leave null.
+	extra := clone(t, generic)
+	extra["request"].(map[string]any)["userInfo"].(map[string]any)["extra"] = map[string]any{
+		"authentication.kubernetes.io/credential-id": []any{"JTI=5e1c7c4e-8b1b-4b8e-9a59-6c0f7e0e2f3a"},
+		"authentication.kubernetes.io/node-name":     []any{"node-1"}, "empty": []any{}, "none": nil}
+	extra["request"].(map[string]any)["dryRun"] = true
+	extra["request"].(map[string]any)["unknownMember"] = map[string]any{"a": []any{1.5, "x", nil}}
+	nulls := clone(t, generic)
+	for _, k := range []string{"requestKind", "requestResource", "dryRun", "options", "name", "kind"} {
+		nulls["request"].(map[string]any)[k] = nil
+	}
+	nulls["request"].(map[string]any)["userInfo"].(map[string]any)["groups"] = nil
 	reordered := []byte(`{"request":` + string(mustJSON(t, request)) + `,"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`)
 	return map[string][]byte{
 		"v1":          body,
@@ -81,6 +97,8 @@ func reviewVariants(t *testing.T) map[string][]byte {
 		"old object":  mustJSON(t, withOld),
 		"null object": mustJSON(t, nullObject),
 		"escapes":     mustJSON(t, escapes),
+		"extra":       mustJSON(t, extra),
+		"nulls":       mustJSON(t, nulls),
 	}
 }
 
@@ -106,6 +124,9 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestReviewMatchesControllerRuntime(t *testing.T) {
 	for name, body := range reviewVariants(t) {
 		t.Run(name, func(t *testing.T) {
+			if _, _, err := decodeReview(body); err != nil {
+				t.Errorf("the fast path left it to controller-runtime: %v", err)
+			}
 			crResp, ourResp, crReq, ourReq := throughBoth(body, benchInjector(3, false))
 			if crReq == nil || ourReq == nil {
 				t.Fatalf("handler not reached: controller-runtime %v (%s), ours %v (%s)", crReq != nil, crResp.Body, ourReq != nil, ourResp.Body)
@@ -128,18 +149,24 @@ func TestReviewMatchesControllerRuntime(t *testing.T) {
 func TestReviewBadInput(t *testing.T) {
 	body := reviewBody(t)
 	for name, bad := range map[string][]byte{
-		"empty":           {},
-		"not JSON":        []byte("hello"),
-		"truncated":       body[:len(body)/2],
-		"trailing data":   append(append([]byte{}, body...), " {}"...),
-		"wrong kind":      bytes.Replace(body, []byte(`"kind":"AdmissionReview"`), []byte(`"kind":"Pod"`), 1),
-		"unknown version": bytes.Replace(body, []byte(`admission.k8s.io/v1"`), []byte(`admission.k8s.io/v9"`), 1),
-		"no request":      []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`),
-		"escaped key":     bytes.Replace(body, []byte(`"request":`), []byte(`"requ\u0065st":`), 1),
-		"two requests":    bytes.Replace(body, []byte(`"request":`), []byte(`"request":{"uid":"x"},"request":`), 1),
-		"bad object":      bytes.Replace(body, []byte(`"object":{`), []byte(`"object":{"x":tru,`), 1),
+		"empty":            {},
+		"not JSON":         []byte("hello"),
+		"truncated":        body[:len(body)/2],
+		"trailing data":    append(append([]byte{}, body...), " {}"...),
+		"wrong kind":       bytes.Replace(body, []byte(`"kind":"AdmissionReview"`), []byte(`"kind":"Pod"`), 1),
+		"unknown version":  bytes.Replace(body, []byte(`admission.k8s.io/v1"`), []byte(`admission.k8s.io/v9"`), 1),
+		"no request":       []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`),
+		"escaped key":      bytes.Replace(body, []byte(`"request":`), []byte(`"requ\u0065st":`), 1),
+		"two requests":     bytes.Replace(body, []byte(`"request":`), []byte(`"request":{"uid":"x"},"request":`), 1),
+		"kind in capitals": bytes.Replace(body, []byte(`"kind":"AdmissionReview"`), []byte(`"Kind":"AdmissionReview"`), 1),
+		"escaped user":     bytes.Replace(body, []byte(`"username":"`), []byte(`"username":"\u00e9`), 1),
+		"wrong type":       bytes.Replace(body, []byte(`"dryRun":false`), []byte(`"dryRun":"no"`), 1),
+		"bad object":       bytes.Replace(body, []byte(`"object":{`), []byte(`"object":{"x":tru,`), 1),
 	} {
 		t.Run(name, func(t *testing.T) {
+			if _, _, err := decodeReview(bad); (err == nil) != (name == "bad object") {
+				t.Errorf("the fast path took it: %v (only a bad object, which the handler refuses, may pass)", err == nil)
+			}
 			crResp, ourResp, _, _ := throughBoth(bad, benchInjector(1, false))
 			if crResp.Code != ourResp.Code || allowed(t, crResp) != allowed(t, ourResp) {
 				t.Errorf("controller-runtime %d %s\nours               %d %s", crResp.Code, crResp.Body, ourResp.Code, ourResp.Body)
@@ -206,4 +233,55 @@ func crDecode(body []byte) (admission.Request, error) {
 	ar.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
 	_, _, err := crCodecs.UniversalDeserializer().Decode(body, nil, &ar)
 	return req, err
+}
+
+// TestAppendReview: the responses written without encoding/json are its bytes exactly, and
+// what appendReview does not write is left to it.
+func TestAppendReview(t *testing.T) {
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "705ab4f5-6393-11e8-b7cc-42010a800002"}}
+	complete := func(r admission.Response) admission.Response {
+		if err := r.Complete(req); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	patched := complete(admission.Allowed(""))
+	patched.Patch, patched.PatchType = []byte(`[{"op":"add","path":"/x","value":"<&>"}]`), ptr.To(admissionv1.PatchTypeJSONPatch)
+	warned := complete(admission.Allowed("fine").WithWarnings("first", "second: \"quoted\" <b>\u00e9\n"))
+	v1beta1 := schema.GroupVersionKind{Group: "admission.k8s.io", Version: "v1beta1", Kind: "AdmissionReview"}
+	details := complete(admission.Denied("no"))
+	details.Result.Details = &metav1.StatusDetails{Name: "x"}
+	audited := complete(admission.Allowed(""))
+	audited.AuditAnnotations = map[string]string{"a": "b"}
+	for name, c := range map[string]struct {
+		resp  admission.Response
+		gvk   schema.GroupVersionKind
+		wrote bool
+	}{
+		"allowed":         {complete(admission.Allowed("")), reviewKinds["admission.k8s.io/v1"], true},
+		"patched":         {patched, reviewKinds["admission.k8s.io/v1"], true},
+		"patched v1beta1": {patched, v1beta1, true},
+		"denied":          {complete(admission.Denied(`sidecar "log-agent" clashes with <container> & more`)), reviewKinds["admission.k8s.io/v1"], true},
+		"errored":         {complete(admission.Errored(http.StatusBadRequest, errors.New("spec.containers[0]: bad"))), reviewKinds["admission.k8s.io/v1"], true},
+		"warnings":        {warned, reviewKinds["admission.k8s.io/v1"], true},
+		"no status":       {admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{UID: "1", Allowed: true}}, reviewKinds["admission.k8s.io/v1"], true},
+		"details":         {details, reviewKinds["admission.k8s.io/v1"], false},
+		"audit":           {audited, reviewKinds["admission.k8s.io/v1"], false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, wrote := appendReview(nil, c.gvk, &c.resp.AdmissionResponse)
+			if wrote != c.wrote || !wrote && len(got) > 0 {
+				t.Fatalf("wrote %v (%q), want %v", wrote, got, c.wrote)
+			}
+			if !wrote {
+				return
+			}
+			review := admissionv1.AdmissionReview{Response: &c.resp.AdmissionResponse}
+			review.SetGroupVersionKind(c.gvk)
+			want := mustJSON(t, review)
+			if !bytes.Equal(got, want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
 }
