@@ -52,8 +52,8 @@ type PodInjector struct {
 	// Recorder records events on SidecarSets; required with PodSecurity.
 	Recorder events.EventRecorder
 
-	// jsonHead decodes the pod with the JSON decoder alone, as before decodeHead: what
-	// BenchmarkServeHTTP compares with.
+	// jsonHead decodes the pod with the JSON decoder alone, as before decodeHead and
+	// decodeMounts: what BenchmarkServeHTTP compares with.
 	jsonHead bool
 }
 
@@ -158,7 +158,11 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		return skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
 	pod := headPod(view)
-	admitted, err := decodeAppLists(view, pod, candidates)
+	mounts := decodeMounts
+	if h.jsonHead {
+		mounts = decodeStrict[corev1.VolumeMount]
+	}
+	admitted, err := decodeAppLists(view, pod, candidates, mounts)
 	if err != nil {
 		return decodeError(err)
 	}

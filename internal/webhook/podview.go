@@ -54,7 +54,9 @@ type containerHead struct {
 // The decoding is strict: a list with an entry whose fields this build's API types do not all
 // know (a newer API server's) is remembered, and the returned inject.Admitted gives the JSON
 // of its entries, so a sidecar's copy keeps those fields too (inject.Result.PatchFrom).
-func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledSet) (inject.Admitted, error) {
+// decodeMountList is decodeMounts (decodeStrict for what BenchmarkServeHTTP compares with).
+func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledSet,
+	decodeMountList func(json.RawMessage, *[]corev1.VolumeMount) (bool, error)) (inject.Admitted, error) {
 	var env, mounts bool
 	for _, c := range candidates {
 		env, mounts = env || c.TransfersEnv, mounts || c.SharesVolumes
@@ -82,7 +84,7 @@ func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledS
 	for i := range v.Spec.Containers {
 		h, c := &v.Spec.Containers[i], &pod.Spec.Containers[i]
 		if mounts && h.VolumeMounts != nil {
-			unknown, err := decodeMounts(h.VolumeMounts, &c.VolumeMounts)
+			unknown, err := decodeMountList(h.VolumeMounts, &c.VolumeMounts)
 			if err := keep(i, "volumeMounts", h.VolumeMounts, unknown, err); err != nil {
 				return nil, err
 			}
