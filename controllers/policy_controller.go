@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,12 +53,16 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	for i := range list.Items {
 		sets[i] = &list.Items[i]
 	}
+	revs, err := storedRevisions(ctx, r.Client, r.Options.OperatorNamespace, client.HasLabels{appsv1alpha1.RevisionSetLabel})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	keep := map[string]bool{}
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
 			continue
 		}
-		compiled, err := policy.Compile(set, sets, r.Options)
+		compiled, err := policy.Compile(set, sets, revs, r.Options)
 		if err != nil {
 			// Only a set written while validation was down; its status says Invalid.
 			ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
@@ -151,24 +156,34 @@ func (r *PolicyReconciler) prune(ctx context.Context, keep map[string]bool) erro
 }
 
 // SetupWithManager registers the reconciler: any SidecarSet spec change, creation or deletion,
-// and any change to a rendered object, renders the policies again.
+// any change to a stored revision (a set may pin one), and any change to a rendered object,
+// renders the policies again.
 func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{policiesKey}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("policy").
 		Watches(&appsv1alpha1.SidecarSet{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&admissionregistrationv1.MutatingAdmissionPolicy{}, all).
-		Watches(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, all).
-		Complete(r)
+		Watches(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, all)
+	if r.Options.OperatorNamespace != "" {
+		// Revisions are stored, and readable, in the operator's namespace only.
+		b = b.Watches(&appsv1.ControllerRevision{}, all)
+	}
+	return b.Complete(r)
 }
 
 // PolicyCondition is the PolicyCompiled condition of a set in policy mode: whether its policy
-// injects the pods it selects, or routes them all to the webhook, and why.
-func PolicyCondition(set *appsv1alpha1.SidecarSet) metav1.Condition {
+// injects the pods it selects, or routes them all to the webhook, and why. revs are the set's
+// stored revisions, for a set that pins one (see policy.Resolve).
+func PolicyCondition(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) metav1.Condition {
 	c := metav1.Condition{Type: appsv1alpha1.ConditionPolicyCompiled, ObservedGeneration: set.Generation}
-	if u := policy.Check(set); u != nil {
+	content, u := policy.Resolve(set, revs)
+	if u == nil {
+		u = policy.Check(content)
+	}
+	if u != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, "Unsupported"
 		c.Message = fmt.Sprintf("every pod this SidecarSet selects is injected by the webhook: %s (%s)", u.Field, u.Reason)
 		return c

@@ -50,6 +50,31 @@ func (r *SidecarSetReconciler) revisions(ctx context.Context, c *inject.Compiled
 	return p.Current, nil
 }
 
+// pinnable lists the set's stored revisions when it pins one (nil otherwise).
+func (r *SidecarSetReconciler) pinnable(ctx context.Context, set *appsv1alpha1.SidecarSet) ([]*appsv1.ControllerRevision, error) {
+	if set.Spec.InjectionStrategy.Revision == nil {
+		return nil, nil
+	}
+	return storedRevisions(ctx, r.Client, r.Namespace, client.MatchingLabels{appsv1alpha1.RevisionSetLabel: set.Name})
+}
+
+// storedRevisions lists the revisions stored in the operator's namespace that match; none
+// without a namespace (nothing is stored then).
+func storedRevisions(ctx context.Context, reader client.Reader, namespace string, match client.ListOption) ([]*appsv1.ControllerRevision, error) {
+	if namespace == "" {
+		return nil, nil
+	}
+	var list appsv1.ControllerRevisionList
+	if err := reader.List(ctx, &list, client.InNamespace(namespace), match); err != nil {
+		return nil, fmt.Errorf("listing revisions: %w", err)
+	}
+	out := make([]*appsv1.ControllerRevision, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
 // injectedRevision is the set as it was when it injected pod: the stored revision of the hash
 // the pod records, compiled. Nil when it is not stored (pruned, or injected before revisions
 // were kept): the update then cannot tell a sidecar edited since injection.

@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -169,7 +172,11 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
 	if r.PolicyMode {
-		cond := PolicyCondition(set)
+		revs, err := r.pinnable(ctx, set)
+		if err != nil {
+			return appsv1alpha1.SidecarSetStatus{}, err
+		}
+		cond := PolicyCondition(set, revs)
 		cond.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, cond)
 	} else {
@@ -204,7 +211,7 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers == 0 {
 		workers = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		// Spec changes and others' status writes; our own status writes are recognised and
@@ -220,6 +227,13 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				enqueue(q, names)
 			})
 			return nil
-		})).
-		Complete(r)
+		}))
+	if r.PolicyMode && r.Namespace != "" {
+		// PolicyCompiled says whether the revision a set pins is stored.
+		b = b.Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, obj client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetLabels()[appsv1alpha1.RevisionSetLabel]}}}
+			}))
+	}
+	return b.Complete(r)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,6 +14,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/podrules"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
 const (
@@ -59,8 +61,14 @@ func Name(set string) string { return "sidecarset-" + set }
 // of them also selects goes to the webhook, which orders several sets' sidecars by name. It
 // fails, as the engine does, on a set whose selectors the validating webhook refuses (one
 // written while it was down); such an other set selects nothing, as in the engine.
-func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, opts Options) (*Compiled, error) {
-	engine, err := inject.Compile(set)
+//
+// revs are the stored revisions (any set's): a set that pins one (spec.injectionStrategy.revision)
+// injects that revision's content, as the webhook does; while the revision it pins is not
+// stored, the policy routes the set's pods to the webhook, which injects the current spec and
+// warns (a policy cannot warn).
+func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options) (*Compiled, error) {
+	content, pin := Resolve(set, revs)
+	engine, err := inject.Compile(content)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +76,11 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, op
 	if err != nil {
 		return nil, err
 	}
-	out := &Compiled{Hash: engine.Hash, Unsupported: Check(set)}
+	out := &Compiled{Hash: engine.Hash, Unsupported: pin}
+	if pin == nil {
+		out.Unsupported = Check(content)
+	}
+	set = content
 	var mutation string
 	var variables []admissionregistrationv1.Variable // the injecting branch's
 	switch {
@@ -91,13 +103,22 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, op
 	return out, nil
 }
 
-// Check reports the first part of set that a policy cannot inject as the engine does (the set
-// then stays on the webhook), or nil.
-func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
-	if set.Spec.InjectionStrategy.Revision != nil {
-		return &Unsupported{Field: "spec.injectionStrategy.revision",
-			Reason: "new pods get a stored revision, which the webhook reads from the cluster"}
+// Resolve returns set as it injects, as the webhook's snapshot resolves it: for a set that pins
+// a revision, the set with that revision's content. While the pinned revision is not stored (or
+// cannot be read), it returns set and why its pods go to the webhook.
+func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (*appsv1alpha1.SidecarSet, *Unsupported) {
+	content, missing := revision.Resolve(set, revs)
+	if missing == "" {
+		return content, nil
 	}
+	return set, &Unsupported{Field: "spec.injectionStrategy.revision",
+		Reason: "it pins " + missing + ": the webhook injects the current spec and says so in a warning"}
+}
+
+// Check reports the first part of set's content that a policy cannot inject as the engine
+// does (the set then stays on the webhook), or nil. A set that pins a revision is checked with
+// that revision's content (see Resolve).
+func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 	transferred := 0
 	hostPorts := sets.New[string]()
 	for _, list := range []struct {

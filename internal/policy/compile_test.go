@@ -5,11 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
 // plainSet is a SidecarSet a policy injects by itself: one sidecar, one volume it mounts, one
@@ -104,13 +108,6 @@ func TestCompileUnsupported(t *testing.T) {
 				Name: "init", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}},
 			}}}
 		}},
-		{name: "injectionStrategy.revision", field: "spec.injectionStrategy.revision", modify: func(s *appsv1alpha1.SidecarSetSpec) {
-			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "v1"}
-		}},
-		{name: "revision reported before containers", field: "spec.injectionStrategy.revision", modify: func(s *appsv1alpha1.SidecarSetSpec) {
-			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: "plain-0123456789abcdef"}
-			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"}}
-		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,6 +129,69 @@ func TestCompileUnsupported(t *testing.T) {
 			}
 			if injects := mutationInjects(t, compiled); injects != (tt.field == "") {
 				t.Errorf("the mutation injects: %t, want %t:\n%s", injects, tt.field == "", mutation(t, compiled))
+			}
+		})
+	}
+}
+
+// TestCompilePinnedRevision: a set that pins a stored revision (by name or custom version) is
+// compiled from that revision's content, records its hash and injects its image; its own
+// revision is found among other sets'; while the revision is not stored, every pod goes to the
+// webhook, which injects the current spec and warns.
+func TestCompilePinnedRevision(t *testing.T) {
+	old := plainSet("plain")
+	old.Spec.Containers[0].Image = "registry.example/agent:1.0"
+	oldHash := inject.Hash(&old.Spec)
+	stored := func(set, hash, version string, number int64, spec *appsv1alpha1.SidecarSetSpec) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: revision.Name(set, hash), Labels: map[string]string{
+				appsv1alpha1.RevisionSetLabel: set, appsv1alpha1.CustomVersionLabel: version}},
+			Data: runtime.RawExtension{Raw: inject.Content(spec)}, Revision: number}
+	}
+	other := plainSet("other")
+	other.Spec.Containers[0].Image = "registry.example/agent:0.1"
+	revs := []*appsv1.ControllerRevision{
+		stored("plain", oldHash, "v1", 1, &old.Spec),
+		// Another set's revision with the same custom version, newer: not plain's.
+		stored("other", inject.Hash(&other.Spec), "v1", 7, &other.Spec),
+	}
+	for _, tt := range []struct {
+		name     string
+		ref      appsv1alpha1.RevisionRef
+		revs     []*appsv1.ControllerRevision
+		unstored bool
+	}{
+		{name: "by name", ref: appsv1alpha1.RevisionRef{Name: revision.Name("plain", oldHash)}, revs: revs},
+		{name: "by custom version", ref: appsv1alpha1.RevisionRef{CustomVersion: "v1"}, revs: revs},
+		{name: "not stored", ref: appsv1alpha1.RevisionRef{CustomVersion: "v1"}, revs: revs[1:], unstored: true},
+		{name: "no revisions", ref: appsv1alpha1.RevisionRef{Name: revision.Name("plain", oldHash)}, unstored: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := plainSet("plain")
+			set.Spec.Containers[0].Image = "registry.example/agent:2.0"
+			set.Spec.InjectionStrategy.Revision = &tt.ref
+			compiled, err := policy.Compile(set, nil, tt.revs, testOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.unstored {
+				if u := compiled.Unsupported; u == nil || u.Field != "spec.injectionStrategy.revision" || !strings.Contains(u.Reason, "not stored") {
+					t.Fatalf("Unsupported is %v, want the pinned revision not stored", u)
+				}
+				if mutationInjects(t, compiled) {
+					t.Errorf("the mutation injects while the pinned revision is not stored:\n%s", mutation(t, compiled))
+				}
+				return
+			}
+			if compiled.Unsupported != nil {
+				t.Fatalf("Unsupported: %v", compiled.Unsupported)
+			}
+			if compiled.Hash != oldHash {
+				t.Errorf("hash %s, want the pinned revision's %s (the current spec's is %s)", compiled.Hash, oldHash, inject.Hash(&set.Spec))
+			}
+			m := mutation(t, compiled)
+			if !strings.Contains(m, "registry.example/agent:1.0") || strings.Contains(m, "registry.example/agent:2.0") {
+				t.Errorf("the mutation does not inject the pinned image 1.0 alone:\n%s", m)
 			}
 		})
 	}
@@ -237,7 +297,7 @@ func TestCompileRefuses(t *testing.T) {
 			if tt.others != nil {
 				others = tt.others()
 			}
-			if compiled, err := policy.Compile(set, others, testOptions); err == nil {
+			if compiled, err := policy.Compile(set, others, nil, testOptions); err == nil {
 				t.Errorf("Compile rendered %s, want an error", compiled.Policy.Name)
 			}
 		})
@@ -246,7 +306,7 @@ func TestCompileRefuses(t *testing.T) {
 
 func mustCompile(t testing.TB, set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet) *policy.Compiled {
 	t.Helper()
-	compiled, err := policy.Compile(set, others, testOptions)
+	compiled, err := policy.Compile(set, others, nil, testOptions)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
@@ -292,7 +352,7 @@ func TestCompileIgnoresInvalidOthers(t *testing.T) {
 	bad.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Matches", Values: []string{"x"}}}
 	emptyNS := plainSet("other-ns")
 	emptyNS.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
-	compiled, err := policy.Compile(plainSet("plain"), []*appsv1alpha1.SidecarSet{bad, emptyNS}, testOptions)
+	compiled, err := policy.Compile(plainSet("plain"), []*appsv1alpha1.SidecarSet{bad, emptyNS}, nil, testOptions)
 	if err != nil {
 		t.Fatalf("an invalid other set stopped the policy: %v", err)
 	}

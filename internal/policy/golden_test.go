@@ -76,7 +76,7 @@ func compileAll(t testing.TB, sets, others []*appsv1alpha1.SidecarSet) goldenCas
 	out := goldenCase{Sets: map[string]goldenSet{}}
 	for _, set := range sets {
 		var g goldenSet
-		compiled, err := policy.Compile(set, others, goldenOptions)
+		compiled, err := policy.Compile(set, others, nil, goldenOptions)
 		if err != nil {
 			g.Error = err.Error()
 			out.Sets[set.Name] = g

@@ -149,3 +149,24 @@ func Describe(ref *appsv1alpha1.RevisionRef) string {
 	}
 	return "revision " + ref.Name
 }
+
+// Resolve returns set as it injects: for a set that pins a revision
+// (spec.injectionStrategy.revision), set with that revision's content. While the pinned
+// revision is not among revs, or cannot be read, it returns set itself and says which revision
+// is missing and why, e.g. "revision agent-0123, which is not stored"; missing is empty
+// otherwise. The webhook's snapshot and the policy compiler both resolve sets with it.
+func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (content *appsv1alpha1.SidecarSet, missing string) {
+	ref := set.Spec.InjectionStrategy.Revision
+	if ref == nil {
+		return set, ""
+	}
+	r := Pinned(set, revs)
+	if r == nil {
+		return set, Describe(ref) + ", which is not stored"
+	}
+	content, err := Content(set, r)
+	if err != nil {
+		return set, fmt.Sprintf("%s, which cannot be read (%v)", Describe(ref), err)
+	}
+	return content, ""
+}

@@ -2,7 +2,9 @@ package revision
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -109,12 +111,18 @@ func TestRevisionRoundTrip(t *testing.T) {
 	}
 }
 
-func TestPinned(t *testing.T) {
-	revs := stored(t, 3)
-	var ptrs []*appsv1.ControllerRevision
+// storedPtrs is stored as pointers, as the callers of Pinned and Resolve hold revisions.
+func storedPtrs(t *testing.T, n int) []*appsv1.ControllerRevision {
+	revs := stored(t, n)
+	ptrs := make([]*appsv1.ControllerRevision, len(revs))
 	for i := range revs {
-		ptrs = append(ptrs, &revs[i])
+		ptrs[i] = &revs[i]
 	}
+	return ptrs
+}
+
+func TestPinned(t *testing.T) {
+	ptrs := storedPtrs(t, 3)
 	v2 := compiled(t, "2", nil)
 	set := compiled(t, "9", nil).Set
 	for _, tt := range []struct {
@@ -132,5 +140,44 @@ func TestPinned(t *testing.T) {
 		if (got == nil && tt.want != "") || (got != nil && got.Name != tt.want) {
 			t.Errorf("Pinned(%+v) = %v, want %q", tt.ref, got, tt.want)
 		}
+	}
+}
+
+// TestResolve: a set injects the content of the revision it pins, its own spec while it pins
+// none, and its own spec with the reason while the pinned revision is missing or unreadable.
+func TestResolve(t *testing.T) {
+	ptrs := storedPtrs(t, 2)
+	v1 := compiled(t, "1", nil)
+	broken := ptrs[1].DeepCopy()
+	broken.Data.Raw = []byte(`{"containers": 7}`)
+	for _, tt := range []struct {
+		name      string
+		ref       *appsv1alpha1.RevisionRef
+		revs      []*appsv1.ControllerRevision
+		wantImage string
+		missing   string
+	}{
+		{name: "no pin", revs: ptrs, wantImage: "agent:9"},
+		{name: "pinned by name", ref: &appsv1alpha1.RevisionRef{Name: Name("agent", v1.Hash)}, revs: ptrs, wantImage: "agent:1"},
+		{name: "pinned by custom version", ref: &appsv1alpha1.RevisionRef{CustomVersion: "v1"}, revs: ptrs, wantImage: "agent:1"},
+		{name: "not stored", ref: &appsv1alpha1.RevisionRef{CustomVersion: "v7"}, revs: ptrs, wantImage: "agent:9",
+			missing: "the revision with " + appsv1alpha1.CustomVersionLabel + "=v7, which is not stored"},
+		{name: "unreadable", ref: &appsv1alpha1.RevisionRef{Name: broken.Name}, revs: []*appsv1.ControllerRevision{broken}, wantImage: "agent:9",
+			missing: "revision " + broken.Name + ", which cannot be read"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := compiled(t, "9", nil).Set
+			set.Spec.InjectionStrategy.Revision = tt.ref
+			content, missing := Resolve(set, tt.revs)
+			if got := content.Spec.Containers[0].Image; got != tt.wantImage {
+				t.Errorf("injects %s, want %s", got, tt.wantImage)
+			}
+			if tt.missing == "" && missing != "" || tt.missing != "" && !strings.HasPrefix(missing, tt.missing) {
+				t.Errorf("missing = %q, want %q", missing, tt.missing)
+			}
+			if content.Name != set.Name || !reflect.DeepEqual(content.Spec.InjectionStrategy.Revision, tt.ref) {
+				t.Errorf("the resolved set lost its name or pin: %s, %+v", content.Name, content.Spec.InjectionStrategy.Revision)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -34,7 +33,8 @@ type Snapshot struct {
 	// were written while the validating webhook was down) to the reason. They inject nothing.
 	Invalid map[string]error
 	// PinMissing maps the names of SidecarSets whose spec.injectionStrategy.revision is not
-	// stored to what they pin: they inject their current spec meanwhile.
+	// stored (or cannot be read) to the revision they pin and why it is missing: they inject
+	// their current spec meanwhile.
 	PinMissing map[string]string
 }
 
@@ -140,15 +140,9 @@ func (s *Store) compile(set *appsv1alpha1.SidecarSet) {
 	delete(s.sets, set.Name)
 	delete(s.invalid, set.Name)
 	delete(s.pinMissing, set.Name)
-	content := set
-	if ref := set.Spec.InjectionStrategy.Revision; ref != nil {
-		if r := revision.Pinned(set, slices.Collect(maps.Values(s.revisions))); r == nil {
-			s.pinMissing[set.Name] = revision.Describe(ref)
-		} else if pinned, err := revision.Content(set, r); err != nil {
-			s.pinMissing[set.Name] = fmt.Sprintf("%s (%v)", revision.Describe(ref), err)
-		} else {
-			content = pinned
-		}
+	content, missing := revision.Resolve(set, slices.Collect(maps.Values(s.revisions)))
+	if missing != "" {
+		s.pinMissing[set.Name] = missing
 	}
 	if c, err := inject.Compile(content); err != nil {
 		s.invalid[set.Name] = err

@@ -364,7 +364,7 @@ func TestStorePinnedRevision(t *testing.T) {
 	}
 
 	s.Upsert(v2)
-	if hash() != c2.Hash || s.Load().PinMissing["agent"] != "revision "+rev.Name {
+	if hash() != c2.Hash || s.Load().PinMissing["agent"] != "revision "+rev.Name+", which is not stored" {
 		t.Errorf("before the revision: hash %s (current %s), pin missing %q", hash(), c2.Hash, s.Load().PinMissing)
 	}
 	s.UpsertRevision(rev)

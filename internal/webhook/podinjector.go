@@ -115,7 +115,7 @@ func pinWarnings(snap *snapshot.Snapshot, podLabels map[string]string) []string 
 	var out []string
 	for _, c := range inject.Candidates(snap.Sets, podLabels) {
 		if pin, ok := snap.PinMissing[c.Name()]; ok {
-			out = append(out, fmt.Sprintf("SidecarSet %q pins %s (spec.injectionStrategy.revision), which is not stored; it injects its current spec instead", c.Name(), pin))
+			out = append(out, fmt.Sprintf("SidecarSet %q pins %s (spec.injectionStrategy.revision); it injects its current spec instead", c.Name(), pin))
 		}
 	}
 	return out

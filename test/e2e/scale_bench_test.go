@@ -189,7 +189,7 @@ func cpuOf(b *testing.B, pids map[string]int) map[string]float64 {
 }
 
 // families scrapes Prometheus text metrics from the operator (url) or the API server ("").
-func families(b *testing.B, url string) map[string]*dto.MetricFamily {
+func families(b testing.TB, url string) map[string]*dto.MetricFamily {
 	var raw []byte
 	if url == "" {
 		cs, err := kubernetes.NewForConfig(restConfig)
@@ -493,7 +493,7 @@ func compilePolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels
 			others = append(others, &sets.Items[i])
 		}
 	}
-	compiled, err := policy.Compile(set, others, policy.Options{OperatorNamespace: operatorNamespace})
+	compiled, err := policy.Compile(set, others, nil, policy.Options{OperatorNamespace: operatorNamespace})
 	must(b, err)
 	if compiled.Unsupported != nil {
 		b.Fatalf("the bench set cannot be compiled: %s", compiled.Unsupported)
@@ -575,6 +575,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	injected := injectedLike(b, ns, oursLabels, noopLabels)
 	compilePolicy(b, set, ns, policyLabels)
 	oneOpLabels := map[string]string{"app": "throughput", oneOpPolicyLabel: "true"}
+	unselectedLabels := map[string]string{"app": "unselected", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, policyLabel: "true"}
 	oneOpPolicy(b, ns, oneOpLabels)
 	modes := []struct {
 		name, webhook string
@@ -605,6 +606,10 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		// A MutatingAdmissionPolicy that changes the pod in the least way, on pods nobody else
 		// admits or watches: the API server's cost of any policy.
 		{"one-op policy", "", func(name string) *corev1.Pod { return benchPod(ns, name, oneOpLabels) }},
+		// No injection in policy mode: opted-in pods (the operator watches and counts them) that
+		// no SidecarSet selects, registered as policy mode's: the policy matches them but its
+		// binding does not, the webhook's matchCondition keeps them away, nothing changes them.
+		{"policy mode, not selected", routedWebhook, func(name string) *corev1.Pod { return benchPod(ns, name, unselectedLabels) }},
 	}
 	pids := processes(b, op)
 	type result struct {
@@ -640,6 +645,10 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				if n := countPods(b, ns, func(p *corev1.Pod) bool { return p.Annotations[patchedAnnotation] == "true" }); n != sizes.webhookPods {
 					b.Fatalf("%s: %d of %d pods patched", m.name, n, sizes.webhookPods)
 				}
+			case "policy mode, not selected":
+				if n := countPods(b, ns, func(p *corev1.Pod) bool { return len(p.Spec.Containers) == 1 && p.Annotations[appsv1alpha1.StatusAnnotation] == "" }); n != sizes.webhookPods {
+					b.Fatalf("%s: %d of %d pods left as created", m.name, n, sizes.webhookPods)
+				}
 			}
 			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{}}
 			writes := map[string]string{"resource": "sidecarsets", "subresource": "status"}
@@ -656,6 +665,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			results[m.name] = append(results[m.name], r)
 			b.Logf("rep %d %-13s %7.1f pods/s  %.2f calls/pod  p50 %6.1f ms  p99 %6.1f ms  CPU ms/pod: operator %.2f, kube-apiserver %.2f, etcd %.2f; status writes/pod %.3f",
 				rep+1, m.name, r.rate, r.calls, r.p50, r.p99, r.cpu["operator"], r.cpu["kube-apiserver"], r.cpu["etcd"], r.statusWrites)
+			b.Logf("rep %d %-13s requests per pod: %s", rep+1, m.name, requestsPerPod(before, after, sizes.webhookPods))
 		}
 	}
 	// The next phase starts on a quiet cluster, not while these pods are still being deleted.
@@ -713,6 +723,12 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		median(oneOp, rate), median(oneOp, rate)/median("no webhook", rate), median(pm, rate)/median(oneOp, rate),
 		median(oneOp, apiCPU), median("no webhook", apiCPU))
 	b.ReportMetric(median(oneOp, rate)/median("no webhook", rate), "one-op-policy/no-webhook-throughput")
+	unselected := "policy mode, not selected"
+	b.Logf("no injection in policy mode (opted-in pods no set selects: watched and counted, the policies matched, nothing injected, no webhook call): "+
+		"%.1f pods/s = %.2fx no webhook; policy mode %.2fx of it; webhook calls per pod %.2f; CPU ms/pod kube-apiserver it/policy mode %.2f/%.2f, operator %.2f/%.2f",
+		median(unselected, rate), median(unselected, rate)/median("no webhook", rate), median(pm, rate)/median(unselected, rate),
+		median(unselected, func(r result) float64 { return r.calls }), median(unselected, apiCPU), median(pm, apiCPU), median(unselected, opCPU), median(pm, opCPU))
+	b.ReportMetric(median(pm, rate)/median(unselected, rate), "policy/not-selected-throughput")
 }
 
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
@@ -995,4 +1011,48 @@ func logWhyNotReady(b *testing.B, w *statusWatch) {
 			return
 		}
 	}
+}
+
+// requestsPerPod lists the API server's requests per created pod between two scrapes, by verb,
+// resource and subresource (the creates included), and its watch events sent per pod by
+// resource, largest first, leaving out what came less than once per 200 pods: where a way's
+// API server work goes beyond the creates themselves.
+func requestsPerPod(before, after map[string]*dto.MetricFamily, pods int) string {
+	count := func(fams map[string]*dto.MetricFamily, name string, key func(map[string]string) string) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range fams[name].GetMetric() {
+			out[key(labelsOf(m))] += m.GetCounter().GetValue()
+		}
+		return out
+	}
+	request := func(l map[string]string) string {
+		k := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			k += "/" + l["subresource"]
+		}
+		return k
+	}
+	watch := func(l map[string]string) string { return "watch events " + l["resource"] + l["kind"] } // "kind" before Kubernetes 1.30
+	type row struct {
+		key string
+		n   float64
+	}
+	var rows []row
+	for _, f := range []struct {
+		name string
+		key  func(map[string]string) string
+	}{{"apiserver_request_total", request}, {"apiserver_watch_events_total", watch}} {
+		was := count(before, f.name, f.key)
+		for k, v := range count(after, f.name, f.key) {
+			if per := (v - was[k]) / float64(pods); per >= 0.005 {
+				rows = append(rows, row{k, per})
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n })
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = fmt.Sprintf("%s %.3f", r.key, r.n)
+	}
+	return strings.Join(parts, ", ")
 }

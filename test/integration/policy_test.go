@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,6 +33,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
@@ -92,7 +94,7 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 			}
 			pod, sets := setUpCase(t, c)
 			for _, set := range sets {
-				compiled, err := policy.Compile(set, sets, policy.Options{OperatorNamespace: operatorNamespace})
+				compiled, err := policy.Compile(set, sets, nil, policy.Options{OperatorNamespace: operatorNamespace})
 				must(t, err)
 				createPolicy(t, compiled)
 			}
@@ -322,6 +324,43 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 	must(t, k8s.Update(ctx, &current))
 	eventually(t, "the policy to inject the new image", sidecarImage)
 
+	// Pinning the first revision (stored by the suite's operator): the policy injects it, not
+	// the current spec, and records its hash, as the webhook would.
+	first := inject.Hash(&set.Spec)
+	pinned := &appsv1.ControllerRevision{}
+	eventually(t, "the first content stored as a revision", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: revision.Name(set.Name, first)}, pinned)
+		return err == nil, fmt.Sprint(err)
+	})
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &current))
+	current.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: pinned.Name}
+	must(t, k8s.Update(ctx, &current))
+	eventually(t, "the policy to inject the pinned revision", func() (bool, string) {
+		got, err := dryRun(t, pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		names := containerNames(got.Spec.Containers)
+		if !cmp.Equal(names, []string{"app", "policy-rec-agent"}) || got.Spec.Containers[1].Image != set.Spec.Containers[0].Image {
+			return false, fmt.Sprintf("containers %v, want app and policy-rec-agent with the pinned image %s", names, set.Spec.Containers[0].Image)
+		}
+		if hash, _ := inject.InjectedHash(got.Annotations, set.Name); hash != first {
+			return false, fmt.Sprintf("record %q, want the pinned hash %s", got.Annotations[appsv1alpha1.StatusAnnotation], first)
+		}
+		return true, ""
+	})
+	// The pinned revision gone: the webhook injects the current spec and warns, which a policy
+	// cannot; so the policy leaves those pods to it (this pod never reaches it).
+	must(t, k8s.Delete(ctx, pinned))
+	eventually(t, "the policy to leave the set's pods to the webhook", func() (bool, string) {
+		got, err := dryRun(t, pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		names := containerNames(got.Spec.Containers)
+		return cmp.Equal(names, []string{"app"}), fmt.Sprintf("containers %v, want app alone", names)
+	})
+
 	must(t, k8s.Delete(ctx, set))
 	eventually(t, "the deleted set's policy and binding to go", func() (bool, string) {
 		var p admissionregistrationv1.MutatingAdmissionPolicy
@@ -404,7 +443,7 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		o.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i)}}
 		others = append(others, o)
 	}
-	compiled, err := policy.Compile(set, others, policy.Options{OperatorNamespace: operatorNamespace})
+	compiled, err := policy.Compile(set, others, nil, policy.Options{OperatorNamespace: operatorNamespace})
 	must(t, err)
 	if compiled.Unsupported != nil {
 		t.Fatalf("the largest set is not compiled: %s", compiled.Unsupported)
