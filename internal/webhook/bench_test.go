@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,9 +50,27 @@ func realisticPod() *corev1.Pod {
 			TerminationMessagePath: corev1.TerminationMessagePathDefault, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		}
 	}
+	// What the API server's field manager records for the ReplicaSet controller's create, as
+	// every pod reaches admission with: keys such as k:{"name":"api"} come escaped.
+	container := func(name string) string {
+		return `"k:{\"name\":\"` + name + `\"}":{".":{},"f:args":{},"f:env":{".":{},"k:{\"name\":\"APP_NAME\"}":{".":{},"f:name":{},"f:value":{}},` +
+			`"k:{\"name\":\"DB_PASSWORD\"}":{".":{},"f:name":{},"f:valueFrom":{".":{},"f:secretKeyRef":{}}}},"f:image":{},"f:imagePullPolicy":{},` +
+			`"f:livenessProbe":{".":{},"f:httpGet":{".":{},"f:path":{},"f:port":{}}},"f:name":{},"f:ports":{".":{},` +
+			`"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}}},` +
+			`"f:resources":{".":{},"f:limits":{".":{},"f:cpu":{},"f:memory":{}},"f:requests":{".":{},"f:cpu":{},"f:memory":{}}},` +
+			`"f:volumeMounts":{".":{},"k:{\"mountPath\":\"/etc/app\"}":{".":{},"f:mountPath":{},"f:name":{},"f:readOnly":{}}}}`
+	}
+	fields := `{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{},"f:team":{},"f:tier":{}},` +
+		`"f:ownerReferences":{".":{},"k:{\"uid\":\"3f6c0f4e-8a57-4d0c-9a55-2f7a1c1e9b10\"}":{}}},` +
+		`"f:spec":{"f:containers":{` + container("api") + `,` + container("worker") + `},"f:dnsPolicy":{},"f:restartPolicy":{},` +
+		`"f:schedulerName":{},"f:terminationGracePeriodSeconds":{},"f:volumes":{".":{},"k:{\"name\":\"config\"}":{".":{},"f:configMap":{},"f:name":{}},` +
+		`"k:{\"name\":\"logs\"}":{".":{},"f:emptyDir":{},"f:name":{}}}}}`
+	created := metav1.NewTime(time.Date(2026, 11, 25, 9, 30, 0, 0, time.UTC))
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "checkout-6f9c8d7b5-", Namespace: "shop", Labels: labels,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
+				APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}},
 			Annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-6f9c8d7b5",
 				UID: "3f6c0f4e-8a57-4d0c-9a55-2f7a1c1e9b10", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},

@@ -242,7 +242,20 @@ func (s *scanner) value(depth int) error {
 	case c == '"':
 		return s.validString()
 	case c == '{':
-		return s.object(func([]byte) error { return s.value(depth + 1) })
+		// Nobody reads these keys: checked as strings, never unescaped (managedFields has many).
+		return s.elements('{', '}', func() error {
+			if s.i >= len(s.b) || s.b[s.i] != '"' {
+				return errNotFast
+			}
+			if err := s.validString(); err != nil {
+				return err
+			}
+			s.space()
+			if !s.skipByte(':') {
+				return errNotFast
+			}
+			return s.value(depth + 1)
+		})
 	case c == '[':
 		return s.array(func() error { return s.value(depth + 1) })
 	case c == '-' || c >= '0' && c <= '9':

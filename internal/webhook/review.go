@@ -340,7 +340,9 @@ func (s *scanner) space() {
 }
 
 // object walks an object, calling member with each key with the scanner at its value; member
-// must consume the value.
+// must consume the value. A key with escapes is unescaped first, as the JSON decoder does (so
+// "na\u006de" is the member name): the API server sends such keys in every pod's
+// managedFields (`"k:{\"name\":\"app\"}"`), which the scanner steps over.
 func (s *scanner) object(member func(key []byte) error) error {
 	return s.elements('{', '}', func() error {
 		start := s.i
@@ -349,7 +351,10 @@ func (s *scanner) object(member func(key []byte) error) error {
 		}
 		key := s.b[start+1 : s.i-1]
 		if !plainKey(key) {
-			return errNotFast
+			var err error
+			if key, err = unescapeKey(s.b[start:s.i]); err != nil {
+				return errNotFast
+			}
 		}
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -522,6 +527,16 @@ func appendString(out []byte, s string) []byte {
 		}
 	}
 	return append(append(append(out, '"'), s...), '"')
+}
+
+// unescapeKey decodes a quoted key that has escapes or control characters as the JSON decoder
+// decodes strings; what it refuses (a bad escape, a control character) is left to the decoder.
+func unescapeKey(quoted []byte) ([]byte, error) {
+	var key string
+	if err := unmarshal(quoted, &key); err != nil {
+		return nil, err
+	}
+	return []byte(key), nil
 }
 
 // plainKey reports whether an object key is one the scanner takes as it is: no escapes, no
