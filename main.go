@@ -127,7 +127,13 @@ func run(f flags) error {
 			return err
 		}
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	// Uncompressed responses, as kube-controller-manager and kube-scheduler ask for: the operator
+	// runs beside the API server, whose CPU gzip would cost on every pod event of its informer
+	// (Kubernetes 1.37 compresses WatchList streams for clients that accept gzip), the API
+	// server being what limits pod creation on a busy control plane (docs/benchmarks.md).
+	cfg.DisableCompression = true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(namespace),
 		Metrics:                 metricsOpts,
