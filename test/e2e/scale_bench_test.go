@@ -44,6 +44,10 @@ import (
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
 type scaleSizes struct {
 	webhookPods, reps, creators, sets, statusPods, smallPods, otherPods int
+	// unscheduled (SIDECARSET_SCALE_UNSCHEDULED=1): the throughput phase's pods name a scheduler that
+	// does not run, so no binding or kwok work of one way's pods overlaps the next way's creations
+	// (nor, with the watched ways, adds pod events beyond the creation).
+	unscheduled bool
 	// profileDir (SIDECARSET_SCALE_PROFILE_DIR): where to write CPU profiles of the API
 	// server and of the operator during each way's first repetition; none when empty. The
 	// cluster must serve /debug/pprof: make bench-scale turns it on when the variable is set.
@@ -67,6 +71,7 @@ func scaleSizesFromEnv(b *testing.B) scaleSizes {
 		}
 	}
 	s.profileDir = os.Getenv("SIDECARSET_SCALE_PROFILE_DIR")
+	s.unscheduled = os.Getenv("SIDECARSET_SCALE_UNSCHEDULED") == "1"
 	return s
 }
 
@@ -631,7 +636,11 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				waitProfile = func() { waitServer(); waitOperator() }
 			}
 			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
-				return m.pod(fmt.Sprintf("p-%d-%d", rep, i))
+				pod := m.pod(fmt.Sprintf("p-%d-%d", rep, i))
+				if sizes.unscheduled {
+					pod.Spec.SchedulerName = "bench-unscheduled"
+				}
+				return pod
 			})
 			after, cpuAfter := families(b, ""), cpuOf(b, pids)
 			waitProfile()
