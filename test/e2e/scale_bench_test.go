@@ -655,7 +655,9 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 					b.Fatalf("%s: %d of %d pods patched", m.name, n, sizes.webhookPods)
 				}
 			case "policy mode, not selected":
-				if n := countPods(b, ns, func(p *corev1.Pod) bool { return len(p.Spec.Containers) == 1 && p.Annotations[appsv1alpha1.StatusAnnotation] == "" }); n != sizes.webhookPods {
+				if n := countPods(b, ns, func(p *corev1.Pod) bool {
+					return len(p.Spec.Containers) == 1 && p.Annotations[appsv1alpha1.StatusAnnotation] == ""
+				}); n != sizes.webhookPods {
 					b.Fatalf("%s: %d of %d pods left as created", m.name, n, sizes.webhookPods)
 				}
 			}
