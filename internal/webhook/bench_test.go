@@ -70,7 +70,7 @@ func realisticPod() *corev1.Pod {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "checkout-6f9c8d7b5-", Namespace: "shop", Labels: labels,
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}},
+				APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}},
 			Annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-6f9c8d7b5",
 				UID: "3f6c0f4e-8a57-4d0c-9a55-2f7a1c1e9b10", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
