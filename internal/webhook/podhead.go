@@ -142,6 +142,23 @@ func (s *scanner) plain(into *string) error {
 	return errNotFast
 }
 
+// quoted reads a string that plain leaves (escapes, bytes beyond ASCII) as the JSON decoder
+// decodes it, invalid UTF-8 replaced as it replaces it; a string it refuses is left to it.
+func (s *scanner) quoted() (string, error) {
+	start := s.i
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return "", errNotFast
+	}
+	if err := s.validString(); err != nil {
+		return "", err
+	}
+	var v string // escapes to the heap here only, not in the caller
+	if unmarshal(s.b[start:s.i], &v) != nil {
+		return "", errNotFast
+	}
+	return v, nil
+}
+
 // share returns b as a string that shares its bytes instead of copying them: the scanner
 // reads bytes nobody writes afterwards (an AdmissionReview's body, read once, and the request's
 // object within it, which handlers only read), so the strings it decodes can point into them.
@@ -165,7 +182,12 @@ func (s *scanner) stringMap(into *map[string]string) error {
 		}
 		var v string
 		if err := s.plain(&v); err != nil {
-			return err
+			// Annotations often hold JSON (kubectl's last-applied-configuration, our own
+			// record) or text beyond ASCII.
+			var err error
+			if v, err = s.quoted(); err != nil {
+				return err
+			}
 		}
 		m[share(key)] = v
 		return nil

@@ -40,10 +40,13 @@ func headCases(t testing.TB) map[string]struct {
 		"escaped member name": {`{"metad\u0061ta":{"name":"p"},"spec":{"containers":[{"na\u006de":"a"}]}}`, true},
 		"escaped label key":   {`{"metadata":{"labels":{"a\/b":"x"}}}`, true},
 		"lone surrogate key":  {`{"\ud800":1,"metadata":{"name":"p"}}`, true},
+		// Values with escapes or beyond ASCII: annotations holding JSON or text.
+		"escaped value":       {`{"metadata":{"name":"p","labels":{"a":"b\u0041"}}}`, true},
+		"non-ASCII value":     {`{"metadata":{"annotations":{"a":"é"}}}`, true},
+		"JSON annotation":     {`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}\n"}}}`, true},
+		"invalid UTF-8 value": {"{\"metadata\":{\"annotations\":{\"a\":\"\xff\xfe\"}}}", true},
 
-		"escaped value":               {`{"metadata":{"name":"p","labels":{"a":"b\u0041"}}}`, false},
 		"non-ASCII label key":         {`{"metadata":{"labels":{"é":"x"}}}`, false},
-		"non-ASCII value":             {`{"metadata":{"annotations":{"a":"é"}}}`, false},
 		"null label value":            {`{"metadata":{"labels":{"a":null}}}`, false},
 		"repeated member":             {`{"metadata":{"name":"a"},"metadata":{"namespace":"b"}}`, false},
 		"repeated name":               {`{"spec":{"containers":[{"name":"a","name":"b"}]}}`, false},
@@ -57,6 +60,8 @@ func headCases(t testing.TB) map[string]struct {
 		"control character":           {"{\"x\":\"a\tb\"}", false},
 		"control in key":              {"{\"x\ty\":1}", false},
 		"bad escape in key":           {`{"x\q":1}`, false},
+		"bad escape in a value":       {`{"metadata":{"annotations":{"a":"\x"}}}`, false},
+		"control in a value":          {"{\"metadata\":{\"annotations\":{\"a\":\"\t\"}}}", false},
 		"bad escape in a skipped key": {`{"status":{"x\q":1}}`, false},
 		"control in a skipped key":    {"{\"status\":{\"x\ty\":1}}", false},
 		"escaped repeat":              {`{"metadata":{"name":"a","na\u006de":"b"}}`, false},
@@ -103,24 +108,34 @@ func FuzzDecodeHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) { sameAsJSON(t, raw) })
 }
 
+// BenchmarkDecodeHead decodes realisticPod, and the same pod as `kubectl apply` creates it, with
+// its last-applied-configuration (the pod as JSON, in an annotation).
 func BenchmarkDecodeHead(b *testing.B) {
-	raw, err := json.Marshal(realisticPod())
+	applied := realisticPod()
+	manifest, err := json.Marshal(applied)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, decode := range map[string]func([]byte, *headView) error{
-		"json": func(raw []byte, v *headView) error { return unmarshal(raw, v) },
-		"ours": decodeHead,
-	} {
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var v headView
-				if err := decode(raw, &v); err != nil {
-					b.Fatal(err)
+	applied.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = string(manifest) + "\n"
+	for pod, obj := range map[string]*corev1.Pod{"realistic": realisticPod(), "kubectl-applied": applied} {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for name, decode := range map[string]func([]byte, *headView) error{
+			"json": func(raw []byte, v *headView) error { return unmarshal(raw, v) },
+			"ours": decodeHead,
+		} {
+			b.Run(pod+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					var v headView
+					if err := decode(raw, &v); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
