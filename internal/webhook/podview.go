@@ -149,17 +149,13 @@ func (s *scanner) volumeMount(m *corev1.VolumeMount) error {
 		case "readOnly":
 			return s.boolean(&m.ReadOnly)
 		case "recursiveReadOnly":
-			return nullOrNew(s, &m.RecursiveReadOnly, func(mode *corev1.RecursiveReadOnlyMode) error {
-				return s.plain((*string)(mode))
-			})
+			return plainOrNull(s, &m.RecursiveReadOnly)
 		case "mountPath":
 			return s.text(&m.MountPath)
 		case "subPath":
 			return s.text(&m.SubPath)
 		case "mountPropagation":
-			return nullOrNew(s, &m.MountPropagation, func(mode *corev1.MountPropagationMode) error {
-				return s.plain((*string)(mode))
-			})
+			return plainOrNull(s, &m.MountPropagation)
 		}
 		return s.text(&m.SubPathExpr)
 	})

@@ -266,28 +266,28 @@ func nullOrNew[T any](s *scanner, into **T, read func(*T) error) error {
 	return read(v)
 }
 
-func (s *scanner) kind(k *metav1.GroupVersionKind) error {
-	return s.fields(2, []string{"group", "version", "kind"}, func(field int) error {
-		switch field {
-		case 0:
-			return s.text(&k.Group)
-		case 1:
-			return s.text(&k.Version)
-		}
-		return s.text(&k.Kind)
+// plainOrNull reads an optional string-kinded value (a mount's propagation or read-only mode):
+// nil for null, else a new value read by plain.
+func plainOrNull[T ~string](s *scanner, into **T) error {
+	return nullOrNew(s, into, func(v *T) error {
+		var text string
+		err := s.plain(&text)
+		*v = T(text)
+		return err
 	})
 }
 
+func (s *scanner) kind(k *metav1.GroupVersionKind) error {
+	return s.texts([]string{"group", "version", "kind"}, &k.Group, &k.Version, &k.Kind)
+}
+
 func (s *scanner) resource(r *metav1.GroupVersionResource) error {
-	return s.fields(2, []string{"group", "version", "resource"}, func(field int) error {
-		switch field {
-		case 0:
-			return s.text(&r.Group)
-		case 1:
-			return s.text(&r.Version)
-		}
-		return s.text(&r.Resource)
-	})
+	return s.texts([]string{"group", "version", "resource"}, &r.Group, &r.Version, &r.Resource)
+}
+
+// texts reads an object of string members: the one named names[i] into into[i].
+func (s *scanner) texts(names []string, into ...*string) error {
+	return s.fields(2, names, func(field int) error { return s.text(into[field]) })
 }
 
 func (s *scanner) userInfo(u *authenticationv1.UserInfo) error {
