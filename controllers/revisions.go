@@ -29,7 +29,7 @@ func (r *SidecarSetReconciler) revisions(ctx context.Context, c *inject.Compiled
 		client.MatchingLabels{appsv1alpha1.RevisionSetLabel: c.Name()}); err != nil {
 		return "", fmt.Errorf("listing revisions: %w", err)
 	}
-	p := revision.Reconcile(c, r.Namespace, list.Items)
+	p := revision.Reconcile(c, r.Namespace, list.Items, r.recordedHashes(c))
 	if p.Create != nil {
 		if err := r.Client.Create(ctx, p.Create); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("storing revision %s: %w", p.Create.Name, err)
@@ -92,4 +92,22 @@ func (r *SidecarSetReconciler) injectedRevision(ctx context.Context, c *inject.C
 		return nil, nil //nolint:nilerr // an unreadable revision is not ours to fix here; the update goes on without the edit check
 	}
 	return inject.Compile(old)
+}
+
+// recordedHashes reports whether any Pod the set selects records a hash, gathering the hashes
+// on the first question only (most reconciles prune nothing).
+func (r *SidecarSetReconciler) recordedHashes(c *inject.CompiledSet) func(string) bool {
+	var recorded map[string]bool
+	return func(hash string) bool {
+		if recorded == nil {
+			recorded = map[string]bool{}
+			pods, _ := r.tally.Selected(c)
+			for _, pod := range pods {
+				if h, ok := inject.InjectedHash(pod.Annotations, c.Name()); ok {
+					recorded[h] = true
+				}
+			}
+		}
+		return recorded[hash]
+	}
 }

@@ -16,11 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
@@ -70,7 +72,8 @@ func (m *rolloutMemory) podEvent(set, hash string, limit int) (send, capped bool
 type blockedPod struct{ hash, resourceVersion, why string }
 
 // roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
-// the rollout stands and the status counts, which it takes while it classifies the Pods.
+// the rollout stands and the status counts, which it takes while it classifies the Pods. A Pod
+// the API server refuses to patch is reported and skipped; the others go on.
 func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
 	namespaceLabels func(string) map[string]string) (*status.Rollout, status.Counts, error) {
 	set := c.Set
@@ -104,31 +107,30 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		}
 		key := pod.Namespace + "/" + pod.Name
 		seen[key] = true
-		updated, available := s.Updated, s.Available()
+		p := rolloutPod(key, s)
 		if patched[key] == c.Hash {
-			if updated {
+			if s.Updated {
 				delete(patched, key) // the cache caught up
 			} else {
-				updated, available = true, false
+				p.Updated, p.Available, p.Restarting = true, false, true
 			}
 		}
 		b, isBlocked := blocked[key]
 		isBlocked = isBlocked && b.hash == c.Hash && b.resourceVersion == pod.ResourceVersion
-		if !updated {
+		if !p.Updated && !p.Terminating {
 			switch {
 			case !s.Injected:
-				ro.Blocked = append(ro.Blocked, key+": not injected by this SidecarSet (created before it, or while it was paused); recreate it to inject")
+				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: notInjected, NeverInjected: true})
 			case isBlocked:
-				ro.Blocked = append(ro.Blocked, key+": "+b.why)
+				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: b.why})
 			}
 		}
-		plan = append(plan, rollout.Pod{Key: key, Updated: updated, Available: available,
-			Eligible: injecting && s.Injected && !isBlocked && canary.Matches(labels.Set(pod.Labels))})
+		p.Eligible = injecting && !isBlocked && canary.Matches(labels.Set(pod.Labels))
+		plan = append(plan, p)
 		targets = append(targets, pod)
 	}
 	forget(patched, seen)
 	forget(blocked, seen)
-	slices.Sort(ro.Blocked)
 
 	// Plan, update, and plan again while planned pods turn out not updatable: the budget they
 	// would have used is free, and the condition must not report updates that did not happen.
@@ -136,6 +138,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		stale   bool
 		started []int
 	)
+	nodes := kubeletVersions{reader: r.APIReader}
 	for {
 		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
 		if err != nil {
@@ -144,7 +147,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		ro.Plan = p
 		replan := false
 		for _, i := range p.Update {
-			hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels)
+			hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels, &nodes)
 			switch {
 			case errors.Is(err, errStale):
 				stale = true
@@ -153,11 +156,11 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 				return nil, counts, err
 			case why != "":
 				blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
-				ro.Blocked = append(ro.Blocked, plan[i].Key+": "+why)
+				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: targets[i].Namespace, Name: targets[i].Name, Why: why})
 				plan[i].Eligible, replan = false, true
 			case hash != "":
 				patched[plan[i].Key] = hash
-				plan[i].Updated, plan[i].Available = true, false
+				plan[i].Updated, plan[i].Available, plan[i].Restarting = true, false, true
 				started = append(started, i)
 			}
 		}
@@ -166,18 +169,26 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		}
 	}
 	ro.Plan.Update = started // what this pass started, across the plans
-	slices.Sort(ro.Blocked)
 	if stale {
 		return &ro, counts, errStale
 	}
 	return &ro, counts, nil
 }
 
+// notInjected is why a Pod the set selects but never injected keeps no sidecars of it.
+const notInjected = "not injected by this SidecarSet (created before it, or while it was paused); recreate it to inject"
+
+// rolloutPod is what the planner needs of a Pod the set selects.
+func rolloutPod(key string, s status.PodState) rollout.Pod {
+	return rollout.Pod{Key: key, Namespace: s.Pod.Namespace, Injected: s.Injected, Updated: s.Updated,
+		Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
+}
+
 // updatePod reads the Pod afresh (the cache holds no spec) and patches the set's new images
 // into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
 // why it cannot be updated in place.
 func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
-	namespaceLabels func(string) map[string]string) (hash, why string, err error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (hash, why string, err error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,10 +199,40 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 	if pod.DeletionTimestamp != nil {
 		return "", "", nil
 	}
-	snap := r.Sets.Load()
-	injected, err := r.injectedRevision(ctx, c, &pod)
-	if err != nil {
+	u, why, err := r.planPodUpdate(ctx, c, &pod, namespaceLabels, nodes)
+	switch {
+	case err != nil:
 		return "", "", err
+	case why != "":
+		r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
+		return "", why, nil
+	case u.Current():
+		return u.To, "", nil
+	}
+	// Resources first, through the resize subresource (in-place resize; the kubelet applies
+	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
+	// the resourceVersion the resize left.
+	if ops := u.ResizePatch(); ops != nil {
+		if why, err := r.patchOrRefusal(&pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
+			r.notUpdatable(&pod, c, why)
+			return "", why, err
+		}
+	}
+	if why, err := r.patchOrRefusal(&pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
+		r.notUpdatable(&pod, c, why)
+		return "", why, err
+	}
+	r.updated(ctx, c, &pod, u)
+	return u.To, "", nil
+}
+
+// planPodUpdate works out the Pod's update, or why it cannot be updated in place.
+func (r *SidecarSetReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, string, error) {
+	snap := r.Sets.Load()
+	injected, err := r.injectedRevision(ctx, c, pod)
+	if err != nil {
+		return nil, "", err
 	}
 	// The rollout moves pods to the set's current spec, even when new pods get a pinned revision.
 	candidates := inject.Candidates(snap.Sets, pod.Labels)
@@ -200,43 +241,59 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 			candidates[i] = c
 		}
 	}
-	known := func(name string) (*inject.CompiledSet, bool) {
+	lookup := func(name string) (*inject.CompiledSet, bool) {
 		if name == c.Name() {
 			return c, true
 		}
 		return snap.Get(name)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: &pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: known}, c.Name(), injected)
-	if err != nil {
-		return "", err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: lookup}, c.Name(), injected)
+	switch {
+	case err != nil:
+		return nil, err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
+	case u.Current():
+		return u, "", nil
+	case len(u.Blocked) > 0:
+		return nil, strings.Join(u.Blocked, "; "), nil
+	case injected == nil:
+		// Without the content the Pod was injected with, a sidecar someone edited since (a
+		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
+		return nil, r.unknownInjection(pod, c), nil
 	}
-	if u.Current() {
-		return u.To, "", nil
+	if why, err := nodes.refusesNativeSidecarImages(ctx, pod, u); why != "" || err != nil {
+		return nil, why, err
 	}
-	if len(u.Blocked) > 0 {
-		why := strings.Join(u.Blocked, "; ")
-		r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
-		return "", why, nil
+	return u, "", nil
+}
+
+// unknownInjection says why a Pod whose injected content is not known is left alone.
+func (r *SidecarSetReconciler) unknownInjection(pod *corev1.Pod, c *inject.CompiledSet) string {
+	if r.Namespace == "" {
+		return "the operator stores no revisions (it runs without POD_NAMESPACE), so a sidecar edited since injection cannot be told apart; recreate the pod to update it"
 	}
-	// Resources first, through the resize subresource (in-place resize; the kubelet applies
-	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
-	// the resourceVersion the resize left.
-	if ops := u.ResizePatch(); ops != nil {
-		if err := patchPod(&pod, ops, func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); err != nil {
-			if refused := (*refusedError)(nil); errors.As(err, &refused) {
-				why := "the API server refused the in-place resize: " + refused.msg
-				r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
-				return "", why, nil
-			}
-			return "", "", err
-		}
+	hash, _ := inject.InjectedHash(pod.Annotations, c.Name())
+	return fmt.Sprintf("the revision it was injected with (%s) is not stored, so a sidecar edited since injection cannot be told apart; recreate the pod to update it", revision.Name(c.Name(), hash))
+}
+
+// patchOrRefusal applies a patch; a refusal by the API server (an admission policy, an
+// infeasible resize) is returned as why the Pod is not updatable, naming what was refused.
+func (r *SidecarSetReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.Operation, what string, apply func(client.Patch) error) (string, error) {
+	err := patchPod(pod, ops, apply)
+	if refused := (*refusedError)(nil); errors.As(err, &refused) {
+		return fmt.Sprintf("the API server refused the %s: %s", what, refused.msg), nil
 	}
-	if err := patchPod(&pod, u.Patch(), func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); err != nil {
-		if refused := (*refusedError)(nil); errors.As(err, &refused) {
-			return "", "", fmt.Errorf("patching pod %s/%s: %s", pod.Namespace, pod.Name, refused.msg)
-		}
-		return "", "", err
+	return "", err
+}
+
+// notUpdatable records on the Pod why the set cannot update it (nothing when why is empty).
+func (r *SidecarSetReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
+	if why != "" {
+		r.event(pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 	}
+}
+
+// updated logs and records a Pod's in-place update.
+func (r *SidecarSetReconciler) updated(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod, u *inject.InPlace) {
 	var changes []string
 	for _, img := range u.Images {
 		changes = append(changes, fmt.Sprintf("%s: %s -> %s", img.Name, img.From, img.To))
@@ -244,19 +301,18 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 	for _, res := range u.Resources {
 		changes = append(changes, fmt.Sprintf("%s: resources %s", res.Name, describeResources(res.To)))
 	}
-	logf.FromContext(ctx).Info("Updated pod in place", "pod", pod.Namespace+"/"+pod.Name, "images", changes)
+	logf.FromContext(ctx).Info("Updated pod in place", "pod", klog.KObj(pod), "images", changes)
 	limit := r.PodEventsPerRevision
 	if limit == 0 {
 		limit = 100
 	}
 	switch send, capped := r.memory.podEvent(c.Name(), u.To, limit); {
 	case send:
-		r.event(&pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+		r.event(pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	case capped:
 		r.event(c.Set, corev1.EventTypeNormal, "PodEventsCapped", "Update",
 			"%d pods got a SidecarUpdated event for hash %s; further pods are updated without one (status.updatedPods counts them)", limit, u.To)
 	}
-	return u.To, "", nil
 }
 
 // refusedError is the API server's refusal of a patch for what it contains (not for a stale

@@ -105,18 +105,19 @@ type UpdateStrategy struct {
 	// +optional
 	Type UpdateStrategyType `json:"type,omitempty"`
 
-	// Partition is how many of the matched Pods keep their current sidecars: a number, or a
-	// percentage of the matched Pods (rounded up). Pods are updated not-Ready first, then in
+	// Partition is how many of the injected Pods keep their current sidecars: a number, or a
+	// percentage of the injected Pods (rounded up). Pods are updated not-Ready first, then in
 	// namespace/name order; Pods created after the change are injected with the new content
-	// and count as updated. Default 0: all.
+	// and count as updated; Pods the set never injected count neither way. Default 0: all.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
-	// MaxUnavailable is how many of the matched Pods may be unavailable at once (not Ready, or
-	// updated and not yet running the new images), counting Pods unavailable for other reasons:
-	// a number, or a percentage of the matched Pods (rounded down, at least 1). Default 1.
+	// MaxUnavailable is how many of the matched Pods may be unavailable at once: a number, or a
+	// percentage of the matched Pods (rounded down, at least 1). Default 1. Pods whose sidecars
+	// restart for the rollout count in every namespace; Pods unavailable for reasons of their
+	// own (not Ready, being deleted, starting) count only against updates in their namespace.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
@@ -278,8 +279,9 @@ type SidecarSetStatus struct {
 	// +kubebuilder:default=0
 	UpdatedReadyPods int32 `json:"updatedReadyPods"`
 
-	// UnavailablePods is the number of matched Pods that are not Ready, or are updated and not
-	// yet running the new images. A rolling update never makes it exceed maxUnavailable.
+	// UnavailablePods is the number of matched Pods that are not Ready, or whose kubelet does not
+	// yet run the images their spec names. A rolling update never takes a namespace's
+	// unavailable Pods beyond maxUnavailable.
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Unavailable pods",xDescriptors="urn:alm:descriptor:text"
 	// +optional
 	// +kubebuilder:default=0

@@ -96,9 +96,11 @@ func CacheOptions(namespace string) cache.Options {
 	return opts
 }
 
-// trimPod drops what status computation never reads: the spec and most of the status. Of the
-// container statuses it keeps the name, image and ready flag: an in-place update counts as
-// done when the kubelet reports the new image (status.Classify).
+// trimPod drops what status computation and the rollout never read. Of the spec it keeps each
+// container's name and image and the node: a sidecar counts as settled when the kubelet
+// reports the image the spec names (status.Classify), and the node's kubelet decides whether a
+// native sidecar can be updated in place. Of the container statuses it keeps the name, image,
+// ready flag and why a container waits.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -111,9 +113,22 @@ func trimPod(obj any) (any, error) {
 			Labels: pod.Labels, Annotations: pod.Annotations, DeletionTimestamp: pod.DeletionTimestamp,
 			Generation: pod.Generation, OwnerReferences: pod.OwnerReferences,
 		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions,
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName,
+			Containers: trimContainers(pod.Spec.Containers), InitContainers: trimContainers(pod.Spec.InitContainers)},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions, ObservedGeneration: pod.Status.ObservedGeneration,
 			ContainerStatuses: trimStatuses(pod.Status.ContainerStatuses), InitContainerStatuses: trimStatuses(pod.Status.InitContainerStatuses)},
 	}, nil
+}
+
+func trimContainers(in []corev1.Container) []corev1.Container {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(in))
+	for i := range in {
+		out[i] = corev1.Container{Name: in[i].Name, Image: in[i].Image}
+	}
+	return out
 }
 
 // Operator is what Setup registered.
@@ -264,6 +279,9 @@ func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, len(in))
 	for i := range in {
 		out[i] = corev1.ContainerStatus{Name: in[i].Name, Image: in[i].Image, ImageID: in[i].ImageID, Ready: in[i].Ready}
+		if w := in[i].State.Waiting; w != nil {
+			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason}
+		}
 	}
 	return out
 }

@@ -38,8 +38,10 @@ type Plan struct {
 
 // Reconcile decides what to do with the stored revisions of c's set so that its current
 // content is stored, as the newest revision, with at most the history limit of older ones.
-// existing are the set's revisions (other sets' are ignored); they are not modified.
-func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.ControllerRevision) Plan {
+// existing are the set's revisions (other sets' are ignored); they are not modified. inUse are
+// the hashes that Pods the set selects record: their revisions are never pruned, so a rollout
+// can always tell a sidecar edited since injection (the history limit counts the others).
+func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.ControllerRevision, inUse func(hash string) bool) Plan {
 	set := c.Set
 	var mine []*appsv1.ControllerRevision
 	for i := range existing {
@@ -72,6 +74,9 @@ func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.Contro
 	limit := DefaultHistoryLimit
 	if set.Spec.RevisionHistoryLimit != nil {
 		limit = int(*set.Spec.RevisionHistoryLimit)
+	}
+	if len(mine) > limit && inUse != nil {
+		mine = slices.DeleteFunc(mine, func(r *appsv1.ControllerRevision) bool { return inUse(r.Labels[appsv1alpha1.RevisionHashLabel]) })
 	}
 	for len(mine) > limit {
 		p.Delete = append(p.Delete, mine[0].Name)

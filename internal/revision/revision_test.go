@@ -38,12 +38,12 @@ func stored(t *testing.T, n int) []appsv1.ControllerRevision {
 	var out []appsv1.ControllerRevision
 	for i := 1; i <= n; i++ {
 		c := compiled(t, fmt.Sprint(i), nil)
-		out = append(out, *Reconcile(c, "ops", nil).Create)
+		out = append(out, *Reconcile(c, "ops", nil, nil).Create)
 		out[len(out)-1].Revision = int64(i)
 	}
 	other := compiled(t, "1", nil)
 	other.Set.Name = "other"
-	return append(out, *Reconcile(other, "ops", nil).Create)
+	return append(out, *Reconcile(other, "ops", nil, nil).Create)
 }
 
 func TestReconcile(t *testing.T) {
@@ -66,7 +66,7 @@ func TestReconcile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Reconcile(tt.set, "ops", tt.existing)
+			p := Reconcile(tt.set, "ops", tt.existing, nil)
 			if p.Current != Name("agent", tt.set.Hash) {
 				t.Errorf("Current = %s", p.Current)
 			}
@@ -93,7 +93,7 @@ func TestReconcile(t *testing.T) {
 // and carries what finds it: the set's name, the hash, the custom version, the owner.
 func TestRevisionRoundTrip(t *testing.T) {
 	c := compiled(t, "7", nil)
-	r := Reconcile(c, "ops", nil).Create
+	r := Reconcile(c, "ops", nil, nil).Create
 	if r.Namespace != "ops" || r.Labels[appsv1alpha1.RevisionSetLabel] != "agent" || r.Labels[appsv1alpha1.RevisionHashLabel] != c.Hash ||
 		r.Labels[appsv1alpha1.CustomVersionLabel] != "v7" || len(r.OwnerReferences) != 1 || r.OwnerReferences[0].UID != "uid-1" {
 		t.Errorf("revision metadata %+v", r.ObjectMeta)
@@ -177,6 +177,35 @@ func TestResolve(t *testing.T) {
 			}
 			if content.Name != set.Name || !reflect.DeepEqual(content.Spec.InjectionStrategy.Revision, tt.ref) {
 				t.Errorf("the resolved set lost its name or pin: %s, %+v", content.Name, content.Spec.InjectionStrategy.Revision)
+			}
+		})
+	}
+}
+
+// TestReconcileKeepsRecordedRevisions: a revision that a pod still records is never pruned,
+// whatever the history limit, and the limit counts only the others.
+func TestReconcileKeepsRecordedRevisions(t *testing.T) {
+	name := func(image string) string { return Name("agent", compiled(t, image, nil).Hash) }
+	tests := []struct {
+		name       string
+		limit      int32
+		inUse      []string // images whose revisions pods record
+		wantDelete []string
+	}{
+		{"limit 0, nothing recorded", 0, nil, []string{name("1"), name("2"), name("3")}},
+		{"limit 0 keeps what pods record", 0, []string{"2"}, []string{name("1"), name("3")}},
+		{"limit 1 counts only what no pod records", 1, []string{"1"}, []string{name("2")}},
+		{"everything recorded", 0, []string{"1", "2", "3"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inUse := map[string]bool{}
+			for _, image := range tt.inUse {
+				inUse[compiled(t, image, nil).Hash] = true
+			}
+			p := Reconcile(compiled(t, "4", ptr.To(tt.limit)), "ops", stored(t, 3), func(hash string) bool { return inUse[hash] })
+			if !slices.Equal(p.Delete, tt.wantDelete) {
+				t.Errorf("Delete = %v, want %v", p.Delete, tt.wantDelete)
 			}
 		})
 	}

@@ -3,34 +3,59 @@
 // patch now; it never reads or writes the API.
 //
 // The rules:
-//   - partition: that many of the matched Pods keep the old revision; the rollout stops when
-//     the rest are updated (new Pods, injected with the current content, count as updated);
-//   - maxUnavailable: no update starts that would leave more Pods unavailable (not Ready, or
-//     updated but not yet running the new images) than this; Pods that are already
-//     unavailable are updated first and cost nothing;
+//   - partition: that many of the injected Pods keep the old revision; the rollout stops when
+//     the rest are updated (new Pods, injected with the current content, count as updated).
+//     Pods the set never injected can only take the sidecars by being recreated: they count
+//     neither toward the partition nor toward what it keeps;
+//   - maxUnavailable: one budget for the whole set, resolved against the matched Pods. Pods
+//     whose sidecars of this set are restarting (the kubelet does not yet run the images the
+//     Pod's spec names, or an updated Pod's sidecars are not ready) count against it
+//     everywhere. Pods unavailable for reasons of their own (an app that is not ready, a Pod
+//     being deleted, a Pod still starting) count against it only in their own namespace: a
+//     tenant's broken Pod holds back that tenant's updates, not every tenant's;
+//   - no update starts that would take the set's restarts plus the candidate's namespace's
+//     other unavailable Pods beyond maxUnavailable; Pods that are already unavailable are
+//     updated first and cost nothing (their availability cannot drop);
 //   - paused: no update starts; updates in flight finish on their own;
-//   - only Pods the strategy's selector matches, and that can take the update in place, are
-//     updated.
+//   - only Pods the strategy's selector matches, that can take the update in place, and that
+//     are not still starting, are updated.
 //
 // The order is deterministic: unavailable Pods first, then by namespace/name.
 package rollout
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Pod is what the planner knows of one matched Pod.
+// Pod is what the planner knows of one Pod the set selects.
 type Pod struct {
 	// Key is namespace/name.
 	Key string
+	// Namespace is the Pod's namespace: unavailability that is not the rollout's is counted
+	// per namespace.
+	Namespace string
+	// Injected is true when the Pod carries an injection of this set (at any revision).
+	Injected bool
 	// Updated is true when the Pod's record carries the revision being rolled out.
 	Updated bool
-	// Available is true when the Pod is Ready and, if Updated, runs the new images.
+	// Available is true when the Pod is Ready and the kubelet runs the images its spec names.
 	Available bool
+	// Restarting is true when the set's own sidecars in the Pod are changing: the kubelet does
+	// not yet run the images the Pod's spec names, or the Pod is updated and they are not
+	// ready. Such a Pod counts against the set-wide budget.
+	Restarting bool
+	// Terminating is true for a Pod being deleted: it is unavailable, and neither matched nor
+	// updated.
+	Terminating bool
+	// Starting is true while the kubelet is still creating the Pod's containers: restarting a
+	// sidecar then would only slow the start (a Pod injected with a pinned revision is
+	// updated once it runs).
+	Starting bool
 	// Eligible is true when the Pod may be updated: the strategy's selector matches it and it
 	// can take the update in place. Ignored for updated Pods.
 	Eligible bool
@@ -38,8 +63,8 @@ type Pod struct {
 
 // Strategy is the resolved update strategy.
 type Strategy struct {
-	// Partition is how many matched Pods keep the old revision: a count or a percentage of the
-	// matched Pods, rounded up. Zero when unset.
+	// Partition is how many injected Pods keep the old revision: a count or a percentage of
+	// the injected Pods, rounded up. Zero when unset.
 	Partition *intstr.IntOrString
 	// MaxUnavailable is how many matched Pods may be unavailable at once: a count or a
 	// percentage of the matched Pods, rounded down and at least 1. One when unset.
@@ -52,13 +77,17 @@ type Strategy struct {
 type Plan struct {
 	// Update are the indices (into the Pods given) of the Pods to update now, in order.
 	Update []int
-	// Keep and MaxUnavailable are the strategy's values resolved against the matched Pods.
+	// Keep and MaxUnavailable are the strategy's values resolved against the Pods.
 	Keep, MaxUnavailable int
-	// Updated and Unavailable count the Pods as given.
-	Updated, Unavailable int
+	// Updated and Unavailable count the Pods as given (terminating Pods are unavailable);
+	// Restarting counts those whose sidecars are restarting.
+	Updated, Unavailable, Restarting int
 	// Waiting counts the Pods the rollout still has to update (within the partition) that
-	// cannot start now: paused, or no budget left.
+	// cannot start now: paused, starting, or no budget left.
 	Waiting int
+	// HeldBack are the namespaces (sorted) where Pods unavailable for reasons of their own
+	// keep Pods waiting that the set-wide budget alone would update.
+	HeldBack []string
 	// Ineligible counts the Pods still to update that the strategy's selector excludes or
 	// that cannot be updated in place.
 	Ineligible int
@@ -69,34 +98,50 @@ func (p Plan) Done() bool { return len(p.Update) == 0 && p.Waiting == 0 }
 
 // Compute plans the next step of the rollout over pods.
 func Compute(pods []Pod, s Strategy) (Plan, error) {
-	n := len(pods)
-	keep, err := scaled(s.Partition, 0, n, true, "partition")
+	matched, injected := 0, 0
+	for _, pod := range pods {
+		if pod.Terminating {
+			continue
+		}
+		matched++
+		if pod.Injected || pod.Updated {
+			injected++
+		}
+	}
+	keep, err := scaled(s.Partition, 0, injected, true, "partition")
 	if err != nil {
 		return Plan{}, err
 	}
-	budget, err := scaled(s.MaxUnavailable, 1, n, false, "maxUnavailable")
+	budget, err := scaled(s.MaxUnavailable, 1, matched, false, "maxUnavailable")
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Keep: min(keep, n), MaxUnavailable: max(budget, 1)}
+	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1)}
+	// others: namespace -> Pods unavailable for reasons of their own.
+	others := map[string]int{}
 	var todo []int
 	for i, pod := range pods {
-		if pod.Updated {
+		if pod.Updated && !pod.Terminating {
 			p.Updated++
 		}
-		if !pod.Available {
+		switch {
+		case pod.Restarting && !pod.Terminating:
+			p.Restarting++
+			p.Unavailable++
+		case !pod.Available || pod.Terminating:
+			others[pod.Namespace]++
 			p.Unavailable++
 		}
 		switch {
-		case pod.Updated:
+		case pod.Terminating, pod.Updated, !pod.Injected:
 		case !pod.Eligible:
 			p.Ineligible++
 		default:
 			todo = append(todo, i)
 		}
 	}
-	quota := n - p.Keep - p.Updated
-	if quota <= 0 || len(todo) == 0 {
+	quota := injected - p.Keep - p.Updated
+	if quota <= 0 {
 		return p, nil
 	}
 	slices.SortStableFunc(todo, func(a, b int) int {
@@ -108,20 +153,30 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 		}
 		return strings.Compare(pods[a].Key, pods[b].Key)
 	})
-	unavailable := p.Unavailable
+	restarting, held := p.Restarting, map[string]bool{}
 	for _, i := range todo[:min(quota, len(todo))] {
+		pod := pods[i]
 		switch {
-		case s.Paused:
-			p.Waiting++
-		case !pods[i].Available:
-			p.Update = append(p.Update, i) // already unavailable: costs nothing
-		case unavailable < p.MaxUnavailable:
+		case s.Paused, pod.Starting:
+			p.Waiting++ // a starting Pod is updated once it runs
+		case !pod.Available:
+			// Already unavailable: updating it costs nothing. It restarts from now on.
 			p.Update = append(p.Update, i)
-			unavailable++
+			if !pod.Restarting {
+				restarting++
+				others[pod.Namespace]--
+			}
+		case restarting+others[pod.Namespace] < p.MaxUnavailable:
+			p.Update = append(p.Update, i)
+			restarting++
 		default:
 			p.Waiting++
+			if restarting < p.MaxUnavailable {
+				held[pod.Namespace] = true
+			}
 		}
 	}
+	p.HeldBack = slices.Sorted(maps.Keys(held))
 	return p, nil
 }
 

@@ -4,17 +4,26 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func pods(spec string) []Pod {
-	// One letter per pod, keyed ns/p00, ns/p01...: u updated, n not ready (old), U updated not
-	// available, o old and ready, x old and ineligible.
-	out := make([]Pod, len(spec))
-	for i, c := range spec {
-		out[i] = Pod{Key: fmt.Sprintf("ns/p%02d", i), Updated: c == 'u' || c == 'U', Available: c == 'u' || c == 'o' || c == 'x', Eligible: c != 'x'}
+	// One letter per pod; spaces separate namespaces (ns0, ns1, ...); keys nsN/p00, nsN/p01...
+	// in one sequence: u updated, U updated and restarting, N updated and not ready for its own
+	// reasons, o old and ready, n old and not
+	// ready for its own reasons, r old with its sidecars restarting, x old and ineligible,
+	// s old and starting, t terminating, i never injected (ready).
+	var out []Pod
+	for ns, group := range strings.Fields(spec) {
+		for _, c := range group {
+			p := Pod{Key: fmt.Sprintf("ns%d/p%02d", ns, len(out)), Namespace: fmt.Sprintf("ns%d", ns),
+				Injected: c != 'i', Updated: strings.ContainsRune("uUN", c), Available: strings.ContainsRune("uoxi", c),
+				Restarting: c == 'U' || c == 'r', Terminating: c == 't', Starting: c == 's', Eligible: c != 'x'}
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -49,6 +58,15 @@ func TestCompute(t *testing.T) {
 		{"ineligible pods are left", "xoxo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{1, 3}, 0, 4, 0, false},
 		{"done", "uuxu", Strategy{}, nil, 0, 1, 0, true},
 		{"nothing matched", "", Strategy{}, nil, 0, 1, 0, true},
+		{"a terminating pod holds its namespace's budget", "too", Strategy{}, nil, 0, 1, 2, false},
+		{"a terminating pod is not matched", "t ooo", Strategy{MaxUnavailable: ptr(intstr.FromString("50%"))}, []int{1}, 0, 1, 2, false},
+		{"a pod unavailable for its own reasons holds back only its namespace", "No oo", Strategy{}, []int{2}, 0, 1, 2, false},
+		{"restarts count in every namespace", "Uo oo", Strategy{}, nil, 0, 1, 3, false},
+		{"an old pod whose sidecars restart holds every namespace", "ro oo", Strategy{}, []int{0}, 0, 1, 3, false},
+		{"a free update restarts, and then counts everywhere", "no oo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
+		{"partition counts injected pods only", "iiooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(5))}, []int{2}, 2, 5, 0, false},
+		{"pods never injected are not updated", "io", Strategy{}, []int{1}, 0, 1, 0, false},
+		{"a starting pod waits and is not free", "s o", Strategy{}, []int{1}, 0, 1, 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,18 +95,23 @@ func TestComputeRefusesBadValues(t *testing.T) {
 }
 
 // TestRolloutSimulation runs random rollouts step by step (updated pods become available
-// after a random delay, some pods fail and never do, other pods go unready and back) and
-// checks at every step: no update beyond the budget unless every pod started was already
-// unavailable, never more updated than the partition allows, never an ineligible or updated
-// pod, and, when no pod fails and none is ineligible, the rollout completes.
+// after a random delay, some pods fail and never do, other pods are unavailable for reasons of
+// their own) and checks at every step: no namespace loses availability beyond the budget, the
+// set-wide restarts stay within the budget unless every pod started was already unavailable,
+// never more updated than the partition allows, never an ineligible, starting, terminating,
+// never-injected or updated pod started, and, when no pod fails and every one is eligible, the
+// rollout completes.
 func TestRolloutSimulation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 25))
+	started := 0
 	for run := range 500 {
 		n := 1 + rng.IntN(40)
 		ps := make([]Pod, n)
 		failing := make([]bool, n)
 		for i := range ps {
-			ps[i] = Pod{Key: fmt.Sprintf("ns-%d/p%03d", rng.IntN(3), rng.IntN(1000)), Available: rng.IntN(10) > 0, Eligible: rng.IntN(8) > 0}
+			ns := fmt.Sprintf("ns-%d", rng.IntN(3))
+			ps[i] = Pod{Key: fmt.Sprintf("%s/p%03d", ns, i), Namespace: ns, Injected: rng.IntN(12) > 0,
+				Available: rng.IntN(10) > 0, Eligible: rng.IntN(8) > 0, Terminating: rng.IntN(30) == 0}
 			failing[i] = rng.IntN(15) == 0
 		}
 		s := Strategy{}
@@ -106,32 +129,38 @@ func TestRolloutSimulation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			unavailable := before.Unavailable
+			unavailableBefore := unavailableByNamespace(ps)
+			free := 0
 			for _, i := range before.Update {
-				switch {
-				case ps[i].Updated || !ps[i].Eligible:
-					t.Fatalf("run %d step %d: planned %+v", run, step, ps[i])
-				case ps[i].Available:
-					unavailable++
+				p := ps[i]
+				if p.Updated || !p.Eligible || p.Starting || p.Terminating || !p.Injected {
+					t.Fatalf("run %d step %d: planned %+v", run, step, p)
 				}
-				ps[i].Updated, ps[i].Available = true, false
+				if !p.Available {
+					free++
+				}
+				ps[i].Updated, ps[i].Available, ps[i].Restarting = true, false, true
 				updating[i] = 1 + rng.IntN(3)
+				started++
 			}
-			if len(before.Update) > 0 && unavailable > max(before.MaxUnavailable, before.Unavailable) {
-				t.Fatalf("run %d step %d: %d unavailable after starting %v with budget %d (%d before)", run, step, unavailable, before.Update, before.MaxUnavailable, before.Unavailable)
-			}
-			updated := 0
-			for _, p := range ps {
-				if p.Updated {
-					updated++
+			if len(before.Update) > 0 {
+				for ns, after := range unavailableByNamespace(ps) {
+					if after > max(before.MaxUnavailable, unavailableBefore[ns]) {
+						t.Fatalf("run %d step %d: %s has %d unavailable after starting %v with budget %d (%d before)",
+							run, step, ns, after, before.Update, before.MaxUnavailable, unavailableBefore[ns])
+					}
 				}
-			}
-			if updated > n-before.Keep && len(before.Update) > 0 {
-				t.Fatalf("run %d step %d: %d updated, partition keeps %d of %d", run, step, updated, before.Keep, n)
+				if restarting := countPods(ps, func(p Pod) bool { return p.Restarting }); restarting > max(before.MaxUnavailable, before.Restarting+free) {
+					t.Fatalf("run %d step %d: %d restarting after starting %v with budget %d", run, step, restarting, before.Update, before.MaxUnavailable)
+				}
+				injected := countPods(ps, func(p Pod) bool { return p.Injected && !p.Terminating })
+				if updated := countPods(ps, func(p Pod) bool { return p.Updated && !p.Terminating }); updated > injected-before.Keep {
+					t.Fatalf("run %d step %d: %d updated, partition keeps %d of %d injected", run, step, updated, before.Keep, injected)
+				}
 			}
 			for i, left := range updating {
 				if left--; left == 0 && !failing[i] {
-					ps[i].Available = true
+					ps[i].Available, ps[i].Restarting = true, false
 					delete(updating, i)
 				} else {
 					updating[i] = left
@@ -141,10 +170,46 @@ func TestRolloutSimulation(t *testing.T) {
 		final, _ := Compute(ps, s)
 		allGood := !slices.Contains(failing, true)
 		for _, p := range ps {
-			allGood = allGood && p.Eligible
+			// A pod unavailable for its own reasons (terminating pods included: they stay) holds
+			// its namespace back for good.
+			allGood = allGood && (p.Eligible || !p.Injected) && (p.Available || p.Updated) && !p.Terminating
 		}
 		if allGood && !final.Done() {
 			t.Errorf("run %d: rollout of %d pods did not complete: %+v", run, n, final)
 		}
+	}
+	if started < 1000 {
+		t.Fatalf("the simulation started only %d updates: it tests nothing", started)
+	}
+}
+
+func unavailableByNamespace(ps []Pod) map[string]int {
+	out := map[string]int{}
+	for _, p := range ps {
+		if !p.Available || p.Terminating || p.Restarting {
+			out[p.Namespace]++
+		}
+	}
+	return out
+}
+
+func countPods(ps []Pod, f func(Pod) bool) int {
+	n := 0
+	for _, p := range ps {
+		if f(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestComputeNamesTheNamespacesHeldBack(t *testing.T) {
+	p, err := Compute(pods("No oo nooo"), Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ns2's not-ready pod is free and then restarts; with ns1's update that is the budget.
+	if !slices.Equal(p.Update, []int{4, 2}) || !slices.Equal(p.HeldBack, []string{"ns0"}) {
+		t.Errorf("Compute = update %v held back %v", p.Update, p.HeldBack)
 	}
 }

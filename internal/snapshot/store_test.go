@@ -348,7 +348,7 @@ func TestStorePinnedRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := revision.Reconcile(c1, "ops", nil).Create
+	rev := revision.Reconcile(c1, "ops", nil, nil).Create
 	v2 := sidecarSet("agent", "2", "agent:2")
 	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name}
 	c2, err := inject.Compile(v2)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -53,14 +54,34 @@ func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(str
 type PodState struct {
 	Pod                                *corev1.Pod
 	Excluded, Injected, Updated, Ready bool
+	// Terminating is true for a Pod being deleted. It is in no status count, but the rollout
+	// counts it unavailable until it is gone.
+	Terminating bool
 	// Running is false when the kubelet reports a sidecar of this set running another image
-	// than the set declares (an in-place update not yet applied by the kubelet).
+	// than the set declares.
 	Running bool
+	// Settled is true when the kubelet runs what the Pod's own spec asks of this set's
+	// sidecars: each reports the image the spec names, and the kubelet has observed the
+	// Pod's latest generation (where it reports one). False while an in-place update is in
+	// flight, whatever the set's spec says now: a Pod patched for an older revision is not
+	// available until its kubelet catches up.
+	Settled bool
+	// SidecarsReady is true when the kubelet reports each of this set's sidecars ready.
+	SidecarsReady bool
+	// Starting is true while the kubelet is still creating the Pod's containers.
+	Starting bool
 }
 
-// Available reports whether the Pod counts as available: Ready and, when updated, running
-// the new images.
-func (s PodState) Available() bool { return s.Ready && (!s.Updated || s.Running) }
+// Available reports whether the Pod counts as available: Ready, not being deleted, and
+// running the images its spec names.
+func (s PodState) Available() bool { return s.Ready && s.Settled && !s.Terminating }
+
+// Restarting reports whether this set's sidecars in the Pod are changing: the kubelet does
+// not yet run the images the spec names, or the Pod is updated and they are not ready. Such
+// unavailability is the rollout's doing; any other is the Pod's own.
+func (s PodState) Restarting() bool {
+	return s.Injected && !s.Terminating && (!s.Settled || s.Updated && !s.SidecarsReady)
+}
 
 // Add counts one selected Pod (see Classify).
 func (c *Counts) Add(s PodState) { c.add(s, 1) }
@@ -69,6 +90,9 @@ func (c *Counts) Add(s PodState) { c.add(s, 1) }
 func (c *Counts) Remove(s PodState) { c.add(s, -1) }
 
 func (c *Counts) add(s PodState, d int32) {
+	if s.Terminating {
+		return
+	}
 	if s.Excluded {
 		c.Excluded += d
 		return
@@ -80,7 +104,7 @@ func (c *Counts) add(s PodState, d int32) {
 	if s.Injected && s.Ready {
 		c.Ready += d
 	}
-	if s.Updated && s.Ready && s.Running {
+	if s.Updated && s.Ready && s.Running && s.Settled {
 		c.UpdatedReady += d
 	}
 	if !s.Available() {
@@ -89,9 +113,11 @@ func (c *Counts) add(s PodState, d int32) {
 }
 
 // Classify says how the Pod stands against the set; selected is false when the set does not
-// select it at all (not live, not opted in, or not matching the selectors).
+// select it at all (finished, not opted in, or not matching the selectors). A Pod being
+// deleted is selected as Terminating: no status count includes it, but the rollout's budget
+// does.
 func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) (s PodState, selected bool) {
-	if !Live(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
+	if finished(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
 		return s, false
 	}
 	nsLabels := namespaceLabels(pod.Namespace)
@@ -105,8 +131,57 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 	}
 	hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
 	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
+	s.Terminating = pod.DeletionTimestamp != nil
 	s.Running = !injected || runsDeclaredImages(set, pod)
+	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
+	s.Starting = !s.Terminating && starting(pod)
 	return s, true
+}
+
+// sidecarsSettled reports whether the kubelet runs the images the Pod's spec names for the
+// set's sidecars and has observed the Pod's generation (kubelets from Kubernetes 1.35 report
+// status.observedGeneration; older ones report none, and the images alone decide), and
+// whether it reports each of them ready. A sidecar without a status (not yet started) or
+// without a spec (a trimmed Pod) does not unsettle the Pod: its Ready condition decides.
+func sidecarsSettled(set *inject.CompiledSet, pod *corev1.Pod) (settled, ready bool) {
+	settled = pod.Status.ObservedGeneration == 0 || pod.Status.ObservedGeneration >= pod.Generation
+	ready = true
+	for _, l := range []struct {
+		declared []appsv1alpha1.SidecarContainer
+		specs    []corev1.Container
+		statuses []corev1.ContainerStatus
+	}{{set.Set.Spec.Containers, pod.Spec.Containers, pod.Status.ContainerStatuses},
+		{set.Set.Spec.InitContainers, pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
+		for i := range l.statuses {
+			st := &l.statuses[i]
+			if !slices.ContainsFunc(l.declared, func(d appsv1alpha1.SidecarContainer) bool { return d.Name == st.Name }) {
+				continue
+			}
+			ready = ready && st.Ready
+			for j := range l.specs {
+				if l.specs[j].Name == st.Name && !inject.SameImage(l.specs[j].Image, st.Image, st.ImageID) {
+					settled = false
+				}
+			}
+		}
+	}
+	return settled, ready
+}
+
+// starting reports whether the kubelet is still creating the Pod's containers: it is
+// scheduled and reports no container yet, or a container waits to be created.
+func starting(pod *corev1.Pod) bool {
+	if len(pod.Status.ContainerStatuses) == 0 && len(pod.Status.InitContainerStatuses) == 0 {
+		return podCondition(pod, corev1.PodScheduled) == corev1.ConditionTrue
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			if w := list[i].State.Waiting; w != nil && (w.Reason == "ContainerCreating" || w.Reason == "PodInitializing") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // runsDeclaredImages reports whether no container status of the set's sidecars shows another
@@ -129,19 +204,22 @@ func runsDeclaredImages(set *inject.CompiledSet, pod *corev1.Pod) bool {
 	return true
 }
 
-// Live reports whether a Pod counts at all: not terminating and not finished.
-func Live(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+// finished reports whether the Pod's containers have all ended for good.
+func finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // PodReady reports whether the Pod's Ready condition is True.
-func PodReady(pod *corev1.Pod) bool {
+func PodReady(pod *corev1.Pod) bool { return podCondition(pod, corev1.PodReady) == corev1.ConditionTrue }
+
+// podCondition is the status of the Pod's condition of that type; empty when it has none.
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+		if c.Type == t {
+			return c.Status
 		}
 	}
-	return false
+	return ""
 }
 
 // Compute returns the status a SidecarSet should have: the counts, its hash, the generation
@@ -289,13 +367,22 @@ func noMatchMessage(set *inject.CompiledSet, c Counts) string {
 }
 
 // Rollout is where a RollingUpdate stands: the planner's last step, and the outdated Pods that
-// cannot take the change in place ("namespace/name: why", sorted).
+// cannot take the change in place.
 type Rollout struct {
 	Plan    rollout.Plan
-	Blocked []string
+	Blocked []BlockedPod
 }
 
-// maxNamed is how many blocked Pods a condition message names.
+// BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
+// status, which anyone who may read SidecarSets sees, counts such Pods by namespace and never
+// names them: the why goes to an event on the Pod itself.
+type BlockedPod struct {
+	Namespace, Name, Why string
+	// NeverInjected is true for a Pod the set selects but never injected.
+	NeverInjected bool
+}
+
+// maxNamed is how many namespaces a condition message names.
 const maxNamed = 5
 
 // rollingCondition is the RollingUpdate condition of a set whose updateStrategy is
@@ -313,20 +400,47 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro Rollout) metav1.Cond
 		cond.Message = progress + fmt.Sprintf("; spec.updateStrategy.paused is true: %d pods wait", p.Waiting)
 	case len(p.Update) > 0 || p.Waiting > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
-		cond.Message = progress + fmt.Sprintf("; %d unavailable of at most %d", c.Unavailable, p.MaxUnavailable)
+		cond.Message = progress + fmt.Sprintf("; %d restarting of at most %d unavailable", p.Restarting, p.MaxUnavailable)
+		if len(p.HeldBack) > 0 {
+			cond.Message += "; pods unavailable for reasons of their own hold back the updates in namespaces " + namedList(p.HeldBack)
+		}
 	case len(ro.Blocked) > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "PodsNotUpdatable"
-		named := ro.Blocked[:min(len(ro.Blocked), maxNamed)]
-		cond.Message = progress + fmt.Sprintf("; %d pods cannot be updated in place and keep their sidecars until recreated: %s",
-			len(ro.Blocked), strings.Join(named, "; "))
-		if len(ro.Blocked) > maxNamed {
-			cond.Message += fmt.Sprintf("; and %d more", len(ro.Blocked)-maxNamed)
-		}
+		cond.Message = progress + "; " + blockedSummary(ro.Blocked)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "Complete"
 		cond.Message = progress + "; nothing left to update"
 	}
 	return cond
+}
+
+// blockedSummary counts the Pods that cannot be updated in place by namespace.
+func blockedSummary(blocked []BlockedPod) string {
+	byNamespace, never := map[string]int{}, 0
+	for _, b := range blocked {
+		byNamespace[b.Namespace]++
+		if b.NeverInjected {
+			never++
+		}
+	}
+	var counts []string
+	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
+		counts = append(counts, fmt.Sprintf("%s: %d", ns, byNamespace[ns]))
+	}
+	msg := fmt.Sprintf("%d pods cannot be updated in place and keep their sidecars until recreated (%s", len(blocked), namedList(counts))
+	if never > 0 {
+		msg += fmt.Sprintf("; %d of them were never injected by this SidecarSet", never)
+	}
+	return msg + "); a PodNotUpdatable event on each pod, and kubectl sidecarset explain, say why"
+}
+
+// namedList joins the first maxNamed names and counts the rest.
+func namedList(names []string) string {
+	out := strings.Join(names[:min(len(names), maxNamed)], ", ")
+	if len(names) > maxNamed {
+		out += fmt.Sprintf(" and %d more", len(names)-maxNamed)
+	}
+	return out
 }
 
 // readyCondition summarises a compiled set's conditions (see appsv1alpha1.ConditionReady).

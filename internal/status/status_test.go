@@ -188,8 +188,20 @@ func TestCount(t *testing.T) {
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
 		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1}},
 		{name: "updated in place, the kubelet still runs the old image", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", "registry.example/old:1"))},
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), running("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
+		{name: "patched for an older revision, the kubelet not there yet: unavailable", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "older"}), ready(corev1.ConditionTrue), spec("log-agent", "registry.example/older:2"), running("log-agent", "registry.example/old:1"))},
+			want: Counts{Matched: 1, Ready: 1, Unavailable: 1}},
+		{name: "the kubelet has not observed the pod's generation", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 2))},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
+		{name: "the kubelet has observed the pod's generation", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 3))},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
+		{name: "terminating pods count nowhere", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
+			want: Counts{}},
 		{name: "updated in place, the kubelet runs the new image", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
@@ -207,11 +219,11 @@ func TestCount(t *testing.T) {
 	}
 }
 
-func TestLiveAndPodReady(t *testing.T) {
+func TestFinishedAndPodReady(t *testing.T) {
 	tests := []struct {
 		name        string
 		pod         *corev1.Pod
-		live, ready bool
+		live, ready bool // live: not finished
 	}{
 		{name: "running and Ready", pod: testPod(ready(corev1.ConditionTrue)), live: true, ready: true},
 		{name: "Ready unknown", pod: testPod(ready(corev1.ConditionUnknown)), live: true},
@@ -219,12 +231,12 @@ func TestLiveAndPodReady(t *testing.T) {
 		{name: "unknown phase", pod: testPod(phase(corev1.PodUnknown)), live: true},
 		{name: "succeeded", pod: testPod(phase(corev1.PodSucceeded))},
 		{name: "failed but still Ready", pod: testPod(phase(corev1.PodFailed), ready(corev1.ConditionTrue)), ready: true},
-		{name: "terminating", pod: testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
+		{name: "terminating", pod: testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), live: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Live(tt.pod); got != tt.live {
-				t.Errorf("Live = %v, want %v", got, tt.live)
+			if got := !finished(tt.pod); got != tt.live {
+				t.Errorf("!finished = %v, want %v", got, tt.live)
 			}
 			if got := PodReady(tt.pod); got != tt.ready {
 				t.Errorf("PodReady = %v, want %v", got, tt.ready)
@@ -586,7 +598,10 @@ func TestRollingUpdateCondition(t *testing.T) {
 		}
 	}
 	counts := Counts{Matched: 4, Updated: 2, Ready: 4, UpdatedReady: 1, Unavailable: 1}
-	blocked := []string{"shop/a: spec.containers[log-agent].env: changed", "shop/b: x", "shop/c: x", "shop/d: x", "shop/e: x", "shop/f: x"}
+	var blocked []BlockedPod
+	for i, ns := range []string{"shop", "shop", "a", "b", "c", "d", "e"} {
+		blocked = append(blocked, BlockedPod{Namespace: ns, Name: fmt.Sprintf("secret-pod-name-%d", i), Why: "spec.containers[log-agent].env: changed", NeverInjected: i == 0})
+	}
 	tests := []struct {
 		name                 string
 		set                  *inject.CompiledSet
@@ -599,11 +614,11 @@ func TestRollingUpdateCondition(t *testing.T) {
 		{"progressing", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Update: []int{1}, Waiting: 1, MaxUnavailable: 1}},
 			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash", "RollingUpdateProgressing"},
 		{"waiting for the budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Waiting: 2, MaxUnavailable: 1, Keep: 1}},
-			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 1 unavailable of at most 1", "RollingUpdateProgressing"},
+			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 0 restarting of at most 1 unavailable", "RollingUpdateProgressing"},
 		{"paused", compiledSet(t, "log-agent", nil, rolling(true)), &Rollout{Plan: rollout.Plan{Waiting: 2}},
 			metav1.ConditionTrue, "Paused", "2 pods wait", "RollingUpdatePaused"},
 		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
-			metav1.ConditionFalse, "PodsNotUpdatable", "6 pods cannot be updated in place and keep their sidecars until recreated: shop/a: spec.containers[log-agent].env: changed; shop/b: x; shop/c: x; shop/d: x; shop/e: x; and 1 more", "PodsNotUpdatable"},
+			metav1.ConditionFalse, "PodsNotUpdatable", "7 pods cannot be updated in place and keep their sidecars until recreated (a: 1, b: 1, c: 1, d: 1, e: 1 and 1 more; 1 of them were never injected by this SidecarSet); a PodNotUpdatable event", "PodsNotUpdatable"},
 		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), nil,
 			metav1.ConditionFalse, "Complete", "nothing left to update", "Injecting"},
 	}
@@ -628,9 +643,78 @@ func TestRollingUpdateCondition(t *testing.T) {
 			if c == nil || c.Status != tt.wantStatus || c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantText) {
 				t.Fatalf("condition %+v, want %s/%s with %q", c, tt.wantStatus, tt.wantReason, tt.wantText)
 			}
+			// Anyone who may read SidecarSets reads the condition: it never names a pod.
+			for _, c := range st.Conditions {
+				if strings.Contains(c.Message, "secret-pod-name") {
+					t.Errorf("condition %s names a pod: %s", c.Type, c.Message)
+				}
+			}
 			again := Compute(tt.set, counts, nil, tt.ro, st.Conditions, metav1.NewTime(now.Add(time.Minute)))
 			if !equality.Semantic.DeepEqual(st, again) {
 				t.Errorf("status changed with nothing new:\n%+v\n%+v", st, again)
+			}
+		})
+	}
+}
+
+// spec gives the Pod a container of that image in its spec.
+func spec(name, image string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: name, Image: image})
+	}
+}
+
+// generations sets the Pod's generation and the one its kubelet reports observing.
+func generations(generation, observed int64) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Generation, p.Status.ObservedGeneration = generation, observed
+	}
+}
+
+// TestClassifyForTheRollout: what the rollout reads of a pod beyond the counts.
+func TestClassifyForTheRollout(t *testing.T) {
+	set := compiledSet(t, "log-agent", nil)
+	image := set.Set.Spec.Containers[0].Image
+	current := map[string]string{"log-agent": set.Hash}
+	waiting := func(reason string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "app",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}})
+		}
+	}
+	scheduled := func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	}
+	notReadySidecar := func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "log-agent", Image: image})
+	}
+	tests := []struct {
+		name                                      string
+		pod                                       *corev1.Pod
+		terminating, starting, restarting, avail bool
+	}{
+		{name: "settled and ready", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image)), avail: true},
+		{name: "terminating", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), terminating: true},
+		{name: "scheduled, no container yet", pod: testPod(injectedWith(current), scheduled), starting: true},
+		{name: "not scheduled", pod: testPod(injectedWith(current))},
+		{name: "a container being created", pod: testPod(injectedWith(current), scheduled, waiting("ContainerCreating")), starting: true},
+		{name: "init containers running", pod: testPod(injectedWith(current), scheduled, waiting("PodInitializing")), starting: true},
+		{name: "crash-looping: not starting", pod: testPod(injectedWith(current), scheduled, waiting("CrashLoopBackOff"))},
+		{name: "image not yet running: restarting", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", "old:1")), restarting: true},
+		{name: "updated, sidecar not ready: restarting", pod: testPod(injectedWith(current), spec("log-agent", image), notReadySidecar), restarting: true},
+		{name: "old, sidecar not ready: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}), spec("log-agent", image), notReadySidecar)},
+		{name: "updated, app not ready: its own", pod: testPod(injectedWith(current), ready(corev1.ConditionFalse), spec("log-agent", image), running("log-agent", image))},
+		{name: "never injected, not ready: its own", pod: testPod(spec("log-agent", "x"), running("log-agent", "y"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, selected := Classify(set, tt.pod, func(string) map[string]string { return nil }, testScope)
+			if !selected {
+				t.Fatal("not selected")
+			}
+			if s.Terminating != tt.terminating || s.Starting != tt.starting || s.Restarting() != tt.restarting || s.Available() != tt.avail {
+				t.Errorf("terminating %v starting %v restarting %v available %v; want %v %v %v %v",
+					s.Terminating, s.Starting, s.Restarting(), s.Available(), tt.terminating, tt.starting, tt.restarting, tt.avail)
 			}
 		})
 	}

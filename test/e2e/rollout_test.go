@@ -42,7 +42,7 @@ func watchBudget(t testing.TB, ns string) *budgetWatch {
 			if err := k8s.List(runCtx, &pods, client.InNamespace(ns)); err == nil {
 				n := 0
 				for i := range pods.Items {
-					if pods.Items[i].DeletionTimestamp == nil && !testutil.PodAvailable(&pods.Items[i]) {
+					if !testutil.PodAvailable(&pods.Items[i]) { // terminating pods count: the budget counts them
 						n++
 					}
 				}
@@ -172,7 +172,7 @@ func TestInPlaceRollout(t *testing.T) {
 	// A broken image: one pod takes it and never becomes ready; the rollout stops there.
 	budget.reset()
 	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
-	waitForRollout(t, set, "Progressing", "1 of 4 matched pods carry hash", "1 unavailable of at most 1")
+	waitForRollout(t, set, "Progressing", "1 of 4 matched pods carry hash", "1 restarting of at most 1 unavailable")
 	time.Sleep(2 * time.Second) // a runaway rollout would show itself by now
 	broken := ""
 	for _, p := range podsOf(t, ns, "rolled") {

@@ -32,6 +32,10 @@ import (
 type fakeKubelet struct {
 	ns    string
 	delay time.Duration
+	// keepsReady: while a container restarts for a new image, report the old image still
+	// running and ready, and the pod Ready, as a real kubelet does for the old container's
+	// termination grace period.
+	keepsReady bool
 
 	mu             sync.Mutex
 	maxUnavailable int
@@ -40,7 +44,12 @@ type fakeKubelet struct {
 
 func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet {
 	t.Helper()
-	k := &fakeKubelet{ns: ns, delay: delay, since: map[string]time.Time{}}
+	return runFakeKubelet(t, &fakeKubelet{ns: ns, delay: delay})
+}
+
+func runFakeKubelet(t *testing.T, k *fakeKubelet) *fakeKubelet {
+	t.Helper()
+	k.since = map[string]time.Time{}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -114,7 +123,7 @@ func (k *fakeKubelet) statusOf(pod *corev1.Pod) corev1.PodStatus {
 						k.since[key], since = time.Now(), time.Now()
 					}
 					if time.Since(since) < k.delay || strings.Contains(c.Image, "broken") {
-						cs.Image, cs.Ready = o.Image, false
+						cs.Image, cs.Ready = o.Image, k.keepsReady
 					}
 				}
 			}
@@ -251,8 +260,8 @@ func TestRollingUpdateInPlace(t *testing.T) {
 }
 
 // TestRollingUpdatePartitionPauseAndBlocked: a partition keeps the last pods by name; paused
-// starts nothing; a change that a running pod cannot take is reported, pod by pod, and
-// nothing is patched.
+// starts nothing; a change that a running pod cannot take is reported (counted by
+// namespace in the condition, why on each pod), and nothing is patched.
 func TestRollingUpdatePartitionPauseAndBlocked(t *testing.T) {
 	ns := newNamespace(t, nil)
 	startFakeKubelet(t, ns, 100*time.Millisecond)
@@ -289,7 +298,8 @@ func TestRollingUpdatePartitionPauseAndBlocked(t *testing.T) {
 		s.Spec.Containers[0].Image = "registry.example/agent:3.0"
 		s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
 	})
-	rollingCondition(t, set, "PodsNotUpdatable", "4 pods cannot be updated in place", ns+"/part-0: spec.containers[part-agent].env: changed")
+	rollingCondition(t, set, "PodsNotUpdatable", "4 pods cannot be updated in place", "("+ns+": 4)")
+	waitForEvent(t, "Pod", ns, "part-0", "PodNotUpdatable", "spec.containers[part-agent].env: changed")
 	for _, p := range pods {
 		if got := getPod(t, p).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
 			t.Errorf("pod %s was patched to %s although it cannot take the change", p.Name, got)
@@ -308,7 +318,7 @@ func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
 	kubelet.reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
-	rollingCondition(t, set, "Progressing", "1 of 3 matched pods carry hash", "1 unavailable of at most 1")
+	rollingCondition(t, set, "Progressing", "1 of 3 matched pods carry hash", "1 restarting of at most 1 unavailable")
 	time.Sleep(time.Second) // give a runaway rollout the time to show itself
 	updated := 0
 	for _, p := range pods {
@@ -399,7 +409,7 @@ func TestRevisionsAreStoredPrunedAndRenumbered(t *testing.T) {
 }
 
 // TestRollingUpdateLeavesEditedSidecarsAlone: a sidecar image someone set by hand since
-// injection is not overwritten; the status names the pod.
+// injection is not overwritten; the status counts the pod, an event on it says why.
 func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 	ns := newNamespace(t, nil)
 	startFakeKubelet(t, ns, 50*time.Millisecond)
@@ -416,7 +426,7 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 	must(t, k8s.Update(ctx, hotfix))
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
-	rollingCondition(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place", ns+"/edited-0: spec.containers[edited-agent].image: changed since injection")
+	rollingCondition(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place", "("+ns+": 1)")
 	// The blocked pod says why; the set says its rollout is stuck; the updated pod says what changed.
 	waitForEvent(t, "Pod", ns, "edited-0", "PodNotUpdatable", "SidecarSet edited cannot update", "spec.containers[edited-agent].image: changed since injection")
 	waitForSetEvent(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place")

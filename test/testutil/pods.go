@@ -12,10 +12,10 @@ func ReadyStatus(st corev1.PodStatus) corev1.ConditionStatus {
 	return ""
 }
 
-// PodAvailable reports what a rolling update counts as available: the Pod is Ready and no
-// container is reported running another image than its spec names.
+// PodAvailable reports what a rolling update counts as available: the Pod is Ready, not being
+// deleted, and no container is reported running another image than its spec names.
 func PodAvailable(pod *corev1.Pod) bool {
-	if ReadyStatus(pod.Status) != corev1.ConditionTrue {
+	if ReadyStatus(pod.Status) != corev1.ConditionTrue || pod.DeletionTimestamp != nil {
 		return false
 	}
 	for _, l := range []struct {
