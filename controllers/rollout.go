@@ -82,7 +82,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	if strategy.Selector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(strategy.Selector)
 		if err != nil {
-			return nil, status.Counts{}, fmt.Errorf("spec.updateStrategy.selector: %w", err)
+			return &status.Rollout{}, status.Count(c, pods, namespaceLabels, r.Scope), fmt.Errorf("spec.updateStrategy.selector: %w", err)
 		}
 		canary = sel
 	}
@@ -142,7 +142,7 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	for {
 		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
 		if err != nil {
-			return nil, counts, err
+			return &ro, counts, err
 		}
 		ro.Plan = p
 		replan := false
@@ -153,7 +153,8 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 				stale = true
 				plan[i].Eligible = false // tried again on the requeue
 			case err != nil:
-				return nil, counts, err
+				ro.Plan.Update = started
+				return &ro, counts, err
 			case why != "":
 				blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
 				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: targets[i].Namespace, Name: targets[i].Name, Why: why})
@@ -259,6 +260,9 @@ func (r *SidecarSetReconciler) planPodUpdate(ctx context.Context, c *inject.Comp
 		// Without the content the Pod was injected with, a sidecar someone edited since (a
 		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
 		return nil, r.unknownInjection(pod, c), nil
+	}
+	if why := u.ResizeRefusal(); why != "" {
+		return nil, why, nil
 	}
 	if why, err := nodes.refusesNativeSidecarImages(ctx, pod, u); why != "" || err != nil {
 		return nil, why, err

@@ -83,7 +83,10 @@ type SidecarSetReconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconcile recomputes one SidecarSet's status and patches it when it changed.
+// Reconcile recomputes one SidecarSet's status and patches it when it changed. What one job of
+// the pass fails to do (a pod update, the revision store, the OLM gate) never keeps the others
+// from running or the status from being written: the errors are returned together afterwards,
+// and the set is reconciled again.
 func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var set appsv1alpha1.SidecarSet
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
@@ -98,27 +101,23 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	want, err := r.compute(ctx, &set)
-	stale := errors.Is(err, errStale)
-	if err != nil && !stale {
-		return ctrl.Result{}, err
-	}
-	// A pod that changed while it was being updated is tried again soon; the status is
-	// written all the same.
+	want, jobErr := r.compute(ctx, &set)
+	// A pod that changed while it was being updated is tried again soon; a job that failed is
+	// retried with backoff (the error returned below).
 	result := ctrl.Result{}
-	if stale {
+	if errors.Is(jobErr, errStale) {
 		result.RequeueAfter = time.Second
 	}
 	export(set.Name, &want)
 	if !r.written.needed(&set, &set.Status, &want) {
-		return result, nil
+		return result, withoutStale(jobErr)
 	}
 	// Writing later writes what is current then: the counts go on changing in the meantime.
 	if wait := r.written.wait(set.Name, time.Now(), r.statusInterval()); wait > 0 {
 		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
 			result.RequeueAfter = wait
 		}
-		return result, nil
+		return result, withoutStale(jobErr)
 	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
 	// reads it concurrently): patch a copy. The optimistic lock turns a write based on a stale
@@ -127,16 +126,35 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	updated.Status = want
 	patch := client.MergeFromWithOptions(&set, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("patching status: %w", err)
+		return ctrl.Result{}, errors.Join(fmt.Errorf("patching status: %w", err), withoutStale(jobErr))
 	}
 	r.written.note(updated, time.Now())
 	r.announce(updated, &set.Status, &want)
-	return result, nil
+	return result, withoutStale(jobErr)
 }
 
-// compute returns the status the SidecarSet should have. A set that cannot be compiled (only
-// possible when it was written while the validating webhook was down) gets the Invalid
-// condition and no counts: it injects nothing until its spec is fixed.
+// withoutStale drops errStale from the errors of a pass (a stale pod is retried on a timer,
+// not with backoff); nil when nothing else failed.
+func withoutStale(err error) error {
+	all := []error{err}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		all = joined.Unwrap()
+	}
+	var rest []error
+	for _, e := range all {
+		if !errors.Is(e, errStale) {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
+}
+
+// compute returns the status the SidecarSet should have, and what went wrong on the way (the
+// status is complete all the same: a job that failed keeps what the set's status said of it).
+// A set that cannot be compiled (only possible when it was written while the validating
+// webhook was down) gets the Invalid condition and no counts: it injects nothing until its
+// spec is fixed.
 func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.SidecarSet) (appsv1alpha1.SidecarSetStatus, error) {
 	now := metav1.NewTime(r.now())
 	compiled, err := inject.Compile(set)
@@ -150,44 +168,42 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	var (
 		ro     *status.Rollout
 		counts status.Counts
+		errs   []error
 	)
 	if rollingUpdate(set) {
 		// The rollout classifies the set's pods anyway; it counts them in the same pass.
 		pods, namespaceLabels := r.tally.Selected(compiled)
 		ro, counts, err = r.roll(ctx, compiled, pods, namespaceLabels)
-		if err != nil && !errors.Is(err, errStale) {
-			return appsv1alpha1.SidecarSetStatus{}, err
-		}
-		inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Waiting > 0
+		errs = append(errs, err)
+		// Pods that only their own namespace's unavailable pods hold back (a tenant's broken
+		// pod) may wait forever: they do not hold operator upgrades back with them.
+		inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods
 		why := fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched)
-		if noteErr := r.Upgrade.Note(ctx, set.Name, inProgress, why); noteErr != nil {
-			return appsv1alpha1.SidecarSetStatus{}, noteErr
-		}
+		errs = append(errs, r.Upgrade.Note(ctx, set.Name, inProgress, why))
 	} else {
 		counts = r.tally.Sync(compiled)
 		r.memory.drop(set.Name)
-		if noteErr := r.Upgrade.Note(ctx, set.Name, false, ""); noteErr != nil {
-			return appsv1alpha1.SidecarSetStatus{}, noteErr
-		}
+		errs = append(errs, r.Upgrade.Note(ctx, set.Name, false, ""))
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
 	if r.PolicyMode {
 		revs, err := r.pinnable(ctx, set)
-		if err != nil {
-			return appsv1alpha1.SidecarSetStatus{}, err
+		if err == nil {
+			cond := PolicyCondition(set, revs)
+			cond.LastTransitionTime = now
+			meta.SetStatusCondition(&st.Conditions, cond)
 		}
-		cond := PolicyCondition(set, revs)
-		cond.LastTransitionTime = now
-		meta.SetStatusCondition(&st.Conditions, cond)
+		errs = append(errs, err)
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionPolicyCompiled)
 	}
-	current, revErr := r.revisions(ctx, compiled)
-	if revErr != nil {
-		return appsv1alpha1.SidecarSetStatus{}, revErr
+	st.UpdateRevision = set.Status.UpdateRevision
+	if current, err := r.revisions(ctx, compiled); err == nil {
+		st.UpdateRevision = current
+	} else {
+		errs = append(errs, err)
 	}
-	st.UpdateRevision = current
-	return st, err
+	return st, errors.Join(errs...)
 }
 
 func (r *SidecarSetReconciler) statusInterval() time.Duration {

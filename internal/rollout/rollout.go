@@ -88,6 +88,9 @@ type Plan struct {
 	// HeldBack are the namespaces (sorted) where Pods unavailable for reasons of their own
 	// keep Pods waiting that the set-wide budget alone would update.
 	HeldBack []string
+	// HeldBackPods counts the waiting Pods that only their namespace's own unavailability holds
+	// back: a rollout whose every waiting Pod is such makes no progress of its own.
+	HeldBackPods int
 	// Ineligible counts the Pods still to update that the strategy's selector excludes or
 	// that cannot be updated in place.
 	Ineligible int
@@ -173,6 +176,7 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 			p.Waiting++
 			if restarting < p.MaxUnavailable {
 				held[pod.Namespace] = true
+				p.HeldBackPods++
 			}
 		}
 	}

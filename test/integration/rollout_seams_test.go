@@ -74,35 +74,9 @@ func TestRolloutSkipsAPodWhosePatchIsRefused(t *testing.T) {
 func refuseImageUpdates(t *testing.T, key, value, suffix string) {
 	t.Helper()
 	name := "refuse-" + strings.NewReplacer(":", "", ".", "-").Replace(suffix) + "-" + value
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("object.spec.containers.all(c, !c.image.endsWith(%q))", suffix),
-				Message:    "only signed images may run here",
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{key: value}}},
-		},
-	}
-	must(t, k8s.Create(ctx, policy))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, policy) })
-	must(t, k8s.Create(ctx, binding))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, binding) })
+	denyByPolicy(t, name, admissionregistrationv1.Update, "", "pods",
+		fmt.Sprintf("object.spec.containers.all(c, !c.image.endsWith(%q))", suffix), "only signed images may run here",
+		&metav1.LabelSelector{MatchLabels: map[string]string{key: value}})
 
 	// A probe pod in a namespace of its own, labelled alike: the policy is in force once a
 	// dry-run update to such an image is refused.
@@ -115,6 +89,63 @@ func refuseImageUpdates(t *testing.T, key, value, suffix string) {
 		err := k8s.Update(ctx, cur, client.DryRunAll)
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err)
 	})
+}
+
+// denyByPolicy installs a ValidatingAdmissionPolicy and its binding refusing the operation on
+// the resource wherever expression is false (in namespaces matching namespaces, when set).
+func denyByPolicy(t *testing.T, name string, op admissionregistrationv1.OperationType, group, resource, expression, message string, namespaces *metav1.LabelSelector) {
+	t.Helper()
+	version := "v1"
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{op},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if namespaces != nil {
+		binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: namespaces}
+	}
+	must(t, k8s.Create(ctx, policy))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, policy) })
+	must(t, k8s.Create(ctx, binding))
+	t.Cleanup(func() { deleteIgnoreNotFound(t, binding) })
+}
+
+// TestStatusIsWrittenWhenRevisionsCannotBeStored: an admission policy refuses the set's
+// revisions; the reconcile still counts the pods and writes the status, and says nothing of a
+// revision it could not store.
+func TestStatusIsWrittenWhenRevisionsCannotBeStored(t *testing.T) {
+	denyByPolicy(t, "refuse-norevision-revisions", admissionregistrationv1.Create, "apps", "controllerrevisions",
+		fmt.Sprintf("!has(object.metadata.labels) || object.metadata.labels[%q] != 'norevision'", appsv1alpha1.RevisionSetLabel),
+		"no revisions for this set", nil)
+	eventually(t, "the admission policy to be enforced", func() (bool, string) {
+		probe := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "norevision-probe",
+			Labels: map[string]string{appsv1alpha1.RevisionSetLabel: "norevision"}}, Revision: 1}
+		err := k8s.Create(ctx, probe, client.DryRunAll)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := createSet(t, rollingSet("norevision", "norevision")) // waits for its status to be written
+	rolloutPods(t, ns, "norevision", 2)
+	got := waitForCounts(t, set, counts{2, 2, 2, 2})
+	if got.Status.UpdateRevision != "" {
+		t.Errorf("status.updateRevision = %q, a revision that could not be stored", got.Status.UpdateRevision)
+	}
 }
 
 // TestTerminatingPodHoldsTheBudget: with 3 pods, one being deleted (a finalizer holds it),
