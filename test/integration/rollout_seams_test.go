@@ -9,8 +9,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -87,7 +87,7 @@ func refuseImageUpdates(t *testing.T, key, value, suffix string) {
 		cur := getPod(t, probe)
 		cur.Spec.Containers[0].Image = "registry.example/app" + suffix
 		err := k8s.Update(ctx, cur, client.DryRunAll)
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err)
+		return err != nil && strings.Contains(err.Error(), "only signed images"), fmt.Sprint(err)
 	})
 }
 
@@ -134,9 +134,9 @@ func TestStatusIsWrittenWhenRevisionsCannotBeStored(t *testing.T) {
 		"no revisions for this set", nil)
 	eventually(t, "the admission policy to be enforced", func() (bool, string) {
 		probe := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "norevision-probe",
-			Labels: map[string]string{appsv1alpha1.RevisionSetLabel: "norevision"}}, Revision: 1}
+			Labels: map[string]string{appsv1alpha1.RevisionSetLabel: "norevision"}}, Revision: 1, Data: runtime.RawExtension{Raw: []byte("{}")}}
 		err := k8s.Create(ctx, probe, client.DryRunAll)
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprint(err)
+		return err != nil && strings.Contains(err.Error(), "no revisions for this set"), fmt.Sprint(err)
 	})
 	ns := newNamespace(t, nil)
 	startFakeKubelet(t, ns, 50*time.Millisecond)
@@ -181,24 +181,36 @@ func TestTerminatingPodHoldsTheBudget(t *testing.T) {
 }
 
 // TestSpecChangeMidRolloutCountsRestartsInFlight: a kubelet that, like a real one, reports the
-// old image running and the pod Ready while the old container terminates. The set moves on to
-// a newer image while the first pod restarts: that pod still counts against the budget, so no
-// second pod starts until it runs what it was patched with.
+// old image running and the pod Ready while the old container terminates. The canary selector
+// and the image change while the canary pod restarts: that pod no longer takes part in the
+// rollout, but it still counts against the budget, so no other pod starts until it runs what
+// it was patched with.
 func TestSpecChangeMidRolloutCountsRestartsInFlight(t *testing.T) {
 	ns := newNamespace(t, nil)
 	kubelet := runFakeKubelet(t, &fakeKubelet{ns: ns, delay: 2 * time.Second, keepsReady: true})
 	set := createSet(t, rollingSet("inflight", "inflight"))
 	pods := rolloutPods(t, ns, "inflight", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3})
+	for i, p := range pods {
+		cur := getPod(t, p)
+		cur.Labels["canary"] = fmt.Sprint(i == 0)
+		must(t, k8s.Update(ctx, cur))
+	}
 	kubelet.reset()
 
-	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
-	eventually(t, "the first pod to be patched", func() (bool, string) {
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "true"}}
+	})
+	eventually(t, "the canary pod to be patched", func() (bool, string) {
 		got := agentImage(t, pods[0])
 		return got == "registry.example/agent:2.0", got
 	})
-	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:3.0" })
-	rollingCondition(t, set, "Complete", "3 of 3 matched pods carry hash")
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Image = "registry.example/agent:3.0"
+		s.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "false"}}
+	})
+	rollingCondition(t, set, "Complete", "2 of 3 matched pods carry hash")
 	if got := kubelet.highest(); got != 1 {
 		t.Errorf("at most %d pods were unavailable at once, want 1 (maxUnavailable 1)", got)
 	}
