@@ -210,7 +210,9 @@ func finished(pod *corev1.Pod) bool {
 }
 
 // PodReady reports whether the Pod's Ready condition is True.
-func PodReady(pod *corev1.Pod) bool { return podCondition(pod, corev1.PodReady) == corev1.ConditionTrue }
+func PodReady(pod *corev1.Pod) bool {
+	return podCondition(pod, corev1.PodReady) == corev1.ConditionTrue
+}
 
 // podCondition is the status of the Pod's condition of that type; empty when it has none.
 func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {

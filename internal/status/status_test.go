@@ -689,8 +689,8 @@ func TestClassifyForTheRollout(t *testing.T) {
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "log-agent", Image: image})
 	}
 	tests := []struct {
-		name                                      string
-		pod                                       *corev1.Pod
+		name                                     string
+		pod                                      *corev1.Pod
 		terminating, starting, restarting, avail bool
 	}{
 		{name: "settled and ready", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image)), avail: true},
