@@ -50,6 +50,12 @@ func DefaultedContainer(c *corev1.Container, init, hostNetwork bool) *corev1.Con
 	return &pod.Spec.Containers[0]
 }
 
+// DefaultedEnvVar returns a copy of an env var as the API server stores it in a Pod (a fieldRef
+// gets apiVersion v1).
+func DefaultedEnvVar(v *corev1.EnvVar) corev1.EnvVar {
+	return DefaultedContainer(&corev1.Container{Env: []corev1.EnvVar{*v}}, false, false).Env[0]
+}
+
 // DefaultedVolume returns a copy of a volume as the API server stores it in a Pod.
 func DefaultedVolume(v *corev1.Volume) *corev1.Volume {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{*v.DeepCopy()}}}

@@ -61,6 +61,9 @@ var routedCases = map[string]string{
 	"transfer-env-missing":         "transferEnv of a variable the pod lacks (the engine warns)",
 	"transfer-env-references":      "transferEnv of values with references, and of a resourceFieldRef naming no container",
 	"two-sets-order-shared-volume": "two sets select the pod",
+
+	"share-volumes-subpathexpr-defaulted": "shareVolumePolicy shares a mount with a subPathExpr",
+	"transfer-env-defaulted":              "transferEnv of a value with a reference",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.
