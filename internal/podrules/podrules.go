@@ -63,17 +63,37 @@ func DefaultedVolume(v *corev1.Volume) *corev1.Volume {
 	return &pod.Spec.Volumes[0]
 }
 
-// ValidateCreate runs the API server's validation of a Pod create on a defaulted copy of pod,
-// with the validation options the API server derives from the Pod itself. The paths of the
-// errors are the Pod's (spec.containers[1].image).
+// ValidateCreate runs the API server's validation of a Pod create on a copy of pod as the API
+// server validates it: defaulted, then changed by the admission plugins every cluster runs
+// before validation (see Admitted), with the validation options the API server derives from the
+// Pod itself. The paths of the errors are the Pod's (spec.containers[1].image).
 func ValidateCreate(pod *corev1.Pod) field.ErrorList {
 	setClusterPolicy()
-	internal, err := toInternal(Defaulted(pod))
+	admitted := Defaulted(pod)
+	Admitted(admitted)
+	internal, err := toInternal(admitted)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&internal.Spec, nil, &internal.ObjectMeta, nil)
 	return corevalidation.ValidatePodCreate(internal, opts)
+}
+
+// DefaultServiceAccount is the ServiceAccount the ServiceAccount admission plugin gives a Pod
+// that names none.
+const DefaultServiceAccount = "default"
+
+// Admitted applies to a Pod in place what the admission plugins that every cluster runs (they
+// are on by default, and production clusters keep them) do to it before the API server
+// validates it, where that changes what validation accepts: the ServiceAccount plugin gives a
+// Pod that names no ServiceAccount the namespace's "default" one (so a projected
+// serviceAccountToken volume, refused in a Pod without a ServiceAccount, is valid). What the
+// plugins add that validation does not look at (the token's own volume and mounts) is left out.
+func Admitted(pod *corev1.Pod) {
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = DefaultServiceAccount
+		pod.Spec.DeprecatedServiceAccount = DefaultServiceAccount //nolint:staticcheck // kept in sync, as the plugin does
+	}
 }
 
 func toInternal(pod *corev1.Pod) (*core.Pod, error) {

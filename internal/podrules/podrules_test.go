@@ -28,6 +28,12 @@ func TestValidateCreate(t *testing.T) {
 			corev1.Container{Name: "a", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}},
 			corev1.Container{Name: "b", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 81, HostPort: 80}}}),
 			"spec.containers[1].ports[0].hostPort: Duplicate value"},
+		// The ServiceAccount admission plugin names the default ServiceAccount first: Istio's
+		// istio-token volume is valid in a pod that names none.
+		{"projected token, no serviceAccountName", withVolumes(pod(corev1.Container{Name: "app", Image: "x:1"}), tokenVolume()), ""},
+		{"projected token and a bad expiry", withVolumes(pod(corev1.Container{Name: "app", Image: "x:1"}), tokenVolume(func(v *corev1.Volume) {
+			v.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds = ptr.To[int64](60)
+		})), "spec.volumes[0].projected.sources[0].serviceAccountToken.expirationSeconds"},
 		{"negative runAsUser", pod(corev1.Container{Name: "app", Image: "x:1",
 			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](-1)}}),
 			"spec.containers[0].securityContext.runAsUser"},
@@ -47,6 +53,22 @@ func TestValidateCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withVolumes(p *corev1.Pod, volumes ...corev1.Volume) *corev1.Pod {
+	p.Spec.Volumes = volumes
+	return p
+}
+
+// tokenVolume is Istio's istio-token volume: a projected ServiceAccount token.
+func tokenVolume(edits ...func(*corev1.Volume)) corev1.Volume {
+	v := corev1.Volume{Name: "istio-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "istio-ca", ExpirationSeconds: ptr.To[int64](43200), Path: "istio-token"}}}}}}
+	for _, edit := range edits {
+		edit(&v)
+	}
+	return v
 }
 
 func equalPods(a, b *corev1.Pod) bool { return a.String() == b.String() }
