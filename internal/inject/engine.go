@@ -13,7 +13,9 @@ import (
 )
 
 // Input is what Apply needs. Only the Pod's metadata (labels, annotations), containers, init
-// containers, volumes and image pull secrets are read.
+// containers, volumes, image pull secrets and hostNetwork are read; of the containers, only the
+// names unless a set needs more (see the CompiledSet's TransfersEnv, SharesVolumes and
+// ComparesPorts).
 type Input struct {
 	// Pod is the Pod as admitted; never modified.
 	Pod *corev1.Pod
@@ -241,6 +243,9 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
+	if err := b.checkPorts(c, field, i, sc, rendered, init); err != nil {
+		return false, err
+	}
 	if !init {
 		if err := b.checkHostPorts(c, field, i, rendered); err != nil {
 			return false, err
@@ -260,6 +265,121 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", c.Name(), n))
 	}
 	return true, nil
+}
+
+// checkPorts compares the sidecar's ports with those of the containers that run alongside it
+// (containers of a pod share one network namespace). A container port (number and protocol)
+// one of them declares already is refused: only one of the two can listen on it, and the API
+// server merely warns of a duplicate port definition. A port name one of the pod's own
+// containers declares is refused where the sidecar comes first (Services' named targetPorts and
+// other lookups by name would reach the sidecar instead of the app) and warned of otherwise.
+// The API server gives no error for either.
+// Plain init containers run alone, before the others, and are not compared.
+func (b *builder) checkPorts(c *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer, sidecar *corev1.Container, init bool) error {
+	if len(sidecar.Ports) == 0 || !runsAlongside(sidecar, init) {
+		return nil // the common case: nothing to compare
+	}
+	running := b.runningContainers()
+	before := sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer
+	for pi := range sidecar.Ports {
+		p := &sidecar.Ports[pi]
+		path := fmt.Sprintf("%s[%d].ports[%d]", field, i, pi)
+		for _, r := range running {
+			if slices.ContainsFunc(r.c.Ports, func(q corev1.ContainerPort) bool { return samePort(&q, p) }) {
+				return &RefusedError{SidecarSet: c.Name(), Field: path + ".containerPort", Detail: fmt.Sprintf(
+					"%s already declares container port %d/%s; the containers of a pod share one network, so only one of them can listen on it: change the sidecar's containerPort, or keep such pods out of the SidecarSet's selector",
+					r.who, p.ContainerPort, protocol(p))}
+			}
+		}
+		if p.Name == "" {
+			continue
+		}
+		for _, r := range running {
+			if !r.app || !slices.ContainsFunc(r.c.Ports, func(q corev1.ContainerPort) bool { return q.Name == p.Name }) {
+				continue
+			}
+			if why, first := sidecarComesFirst(init, before, r.init); first {
+				return &RefusedError{SidecarSet: c.Name(), Field: path + ".name", Detail: fmt.Sprintf(
+					"%s already declares a port named %q and the sidecar comes before it (%s), so lookups of the port by name would reach the sidecar instead of the app: rename the sidecar's port",
+					r.who, p.Name, why)}
+			}
+			b.warnings = append(b.warnings, fmt.Sprintf(
+				"SidecarSet %q container %q: port name %q is also the name of a port of %s, which comes first and keeps it for lookups by name; rename the sidecar's port to tell them apart",
+				c.Name(), sidecar.Name, p.Name, r.who))
+		}
+	}
+	return nil
+}
+
+// runningContainer is a container that runs alongside the app: a regular one or a native
+// sidecar (an init container that restarts), the pod's own or injected in this admission.
+type runningContainer struct {
+	c    *corev1.Container
+	who  string
+	app  bool // the pod's own, not a sidecar
+	init bool // a native sidecar
+}
+
+func (b *builder) runningContainers() []runningContainer {
+	var out []runningContainer
+	for i := range b.pod.Spec.InitContainers {
+		if c := &b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) && runsAlongside(c, true) {
+			out = append(out, runningContainer{c: c, who: fmt.Sprintf("the pod's init container %q", c.Name), app: true, init: true})
+		}
+	}
+	for _, app := range b.appContainers {
+		out = append(out, runningContainer{c: app, who: fmt.Sprintf("the pod's container %q", app.Name), app: true})
+	}
+	for _, l := range []struct {
+		lists [][]corev1.Container
+		init  bool
+	}{{[][]corev1.Container{b.initContainers.before, b.initContainers.after}, true}, {[][]corev1.Container{b.containers.before, b.containers.after}, false}} {
+		for _, list := range l.lists {
+			for i := range list {
+				if c := &list[i]; runsAlongside(c, l.init) {
+					out = append(out, runningContainer{c: c, who: fmt.Sprintf("container %q of SidecarSet %q", c.Name, b.containerOwner[c.Name]), init: l.init})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// runsAlongside reports whether a container of the regular (init false) or init list runs
+// while the app does: every regular container, and init containers that restart (native
+// sidecars).
+func runsAlongside(c *corev1.Container, init bool) bool {
+	return !init || c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// sidecarComesFirst says whether a sidecar (a native one when init; placed before the app's
+// containers of its list when before) comes before an app container (a native sidecar when
+// appInit) where a port is looked up by name, and why. Services look in spec.containers first,
+// then in the native sidecars; the pod spec, as the API server's own warning reads it, lists
+// init containers first. The sidecar is taken to come first when it does in either order.
+func sidecarComesFirst(init, before, appInit bool) (string, bool) {
+	switch {
+	case init && !appInit:
+		return "init containers come first in the pod spec, and the API server warns that Services and probes selecting a port by name use the first", true
+	case !init && appInit:
+		return "Services look named targetPorts up in spec.containers before native sidecars", true
+	case before:
+		return "podInjectPolicy BeforeAppContainer", true
+	}
+	return "", false
+}
+
+// samePort reports whether two ports are the same container port: number and protocol (TCP
+// when unset).
+func samePort(a, b *corev1.ContainerPort) bool {
+	return a.ContainerPort == b.ContainerPort && protocol(a) == protocol(b)
+}
+
+func protocol(p *corev1.ContainerPort) corev1.Protocol {
+	if p.Protocol == "" {
+		return corev1.ProtocolTCP
+	}
+	return p.Protocol
 }
 
 // checkHostPorts refuses a sidecar whose host port another container in spec.containers
