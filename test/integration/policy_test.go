@@ -64,6 +64,11 @@ var routedCases = map[string]string{
 
 	"share-volumes-subpathexpr-defaulted": "shareVolumePolicy shares a mount with a subPathExpr",
 	"transfer-env-defaulted":              "transferEnv of a value with a reference",
+
+	"conflict-container-port":           "the pod declares a sidecar's container port",
+	"conflict-port-name-before-app":     "the pod declares a sidecar's port name",
+	"conflict-port-name-native-sidecar": "the pod declares a sidecar's port name",
+	"port-name-after-app-warned":        "the pod declares a sidecar's port name (the webhook warns)",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.
