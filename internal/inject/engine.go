@@ -243,6 +243,9 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
+	if err := b.checkHostNetworkPorts(c, field, i, rendered); err != nil {
+		return false, err
+	}
 	if err := b.checkPorts(c, field, i, sc, rendered, init); err != nil {
 		return false, err
 	}
@@ -265,6 +268,28 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", c.Name(), n))
 	}
 	return true, nil
+}
+
+// checkHostNetworkPorts refuses, in a pod on the host's network, a sidecar port that declares
+// no hostPort. Kubernetes makes such a port a host port there (hostPort defaults to
+// containerPort), so every pod the set injects on a node would claim the same node port: a
+// second one cannot be scheduled there, or, were the port dropped, its sidecar could not bind.
+// A port that declares its hostPort says the sidecar is meant to bind the node's port, and is
+// injected (one such pod per node, as for any host port).
+func (b *builder) checkHostNetworkPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
+	if !b.pod.Spec.HostNetwork {
+		return nil
+	}
+	for pi := range sidecar.Ports {
+		p := &sidecar.Ports[pi]
+		if p.HostPort != 0 {
+			continue
+		}
+		return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+			"the pod uses the host's network, where Kubernetes makes container port %d/%s the node's port %d too, so every pod this SidecarSet injects on a node would claim it: set hostPort: %d on the sidecar's port if it is meant to bind the node's port (one such pod per node), or keep host-network pods out of the SidecarSet's selector",
+			p.ContainerPort, protocol(p), p.ContainerPort, p.ContainerPort)}
+	}
+	return nil
 }
 
 // checkPorts compares the sidecar's ports with those of the containers that run alongside it

@@ -116,3 +116,56 @@ func withInit(pod *corev1.Pod, inits ...corev1.Container) *corev1.Pod {
 	pod.Spec.InitContainers = inits
 	return pod
 }
+
+// TestPortsOnTheHostNetwork: in a pod on the host's network every container port is a node
+// port too. A sidecar port that does not declare its hostPort is refused (every pod the set
+// injects on a node would claim it), in any list; one that declares it is injected.
+func TestPortsOnTheHostNetwork(t *testing.T) {
+	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100}
+	declared := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, HostPort: 9100}
+	agent := func(init, native bool, p corev1.ContainerPort) *appsv1alpha1.SidecarSet {
+		set := sidecarSet("agent")
+		sc := appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "agent", Image: "agent:1", Ports: []corev1.ContainerPort{p}}}
+		if native {
+			sc.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		}
+		if init {
+			set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{sc}
+		} else {
+			set.Spec.Containers = []appsv1alpha1.SidecarContainer{sc}
+		}
+		return set
+	}
+	tests := []struct {
+		name        string
+		set         *appsv1alpha1.SidecarSet
+		hostNetwork bool
+		refused     string
+	}{
+		{"regular sidecar", agent(false, false, metrics), true, "spec.containers[0].ports[0].hostPort"},
+		{"native sidecar", agent(true, true, metrics), true, "spec.initContainers[0].ports[0].hostPort"},
+		{"plain init container", agent(true, false, metrics), true, "spec.initContainers[0].ports[0].hostPort"},
+		{"host port declared", agent(false, false, declared), true, ""},
+		{"off the host network", agent(false, false, metrics), false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := webPod(corev1.Container{Name: "app", Image: "web:1"})
+			pod.Spec.HostNetwork = tt.hostNetwork
+			res, err := inject.Apply(inject.Input{Pod: pod, Sets: compile(t, tt.set)})
+			if tt.refused == "" {
+				if err != nil || len(res.Injected) != 1 {
+					t.Fatalf("want the sidecar injected, got %v (injected %v)", err, res)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("injected, want a refusal at %s", tt.refused)
+			}
+			if refused := requireRefused(t, err); refused.SidecarSet != "agent" || refused.Field != tt.refused ||
+				!strings.Contains(refused.Detail, "hostPort: 9100") {
+				t.Errorf("refusal %v, want one of SidecarSet agent at %s saying how to declare the host port", err, tt.refused)
+			}
+		})
+	}
+}
