@@ -420,7 +420,7 @@ func mounted(spec *appsv1alpha1.SidecarSetSpec) ([]corev1.Volume, []string) {
 // already has a container or init container of an injected name, or a volume of an added
 // name (the engine keeps an identical one and refuses a different one), lacks a volume the
 // sidecars mount that the set does not define (refused), shares the host's network while a
-// sidecar declares ports, or binds a host port while a sidecar binds one (the engine compares
+// sidecar or init container declares ports, or binds a host port while a sidecar binds one (the engine compares
 // the defaulted host ports, and refuses the pod when two are the same).
 func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external []string) string {
 	var names []string
@@ -428,10 +428,10 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			names = append(names, list[i].Name)
+			ports = ports || len(list[i].Ports) > 0 // a node port on the host's network, in any list
 		}
 	}
 	for i := range spec.Containers {
-		ports = ports || len(spec.Containers[i].Ports) > 0
 		for _, p := range spec.Containers[i].Ports {
 			hostPorts = hostPorts || p.HostPort != 0
 		}

@@ -70,8 +70,9 @@ var routedCases = map[string]string{
 	"conflict-port-name-native-sidecar": "the pod declares a sidecar's port name",
 	"port-name-after-app-warned":        "the pod declares a sidecar's port name (the webhook warns)",
 
-	"host-network-ports":              "the pod is on the host's network and a sidecar declares ports",
-	"host-network-declared-host-port": "the pod is on the host's network and a sidecar declares ports",
+	"host-network-ports":               "the pod is on the host's network and a sidecar declares ports",
+	"host-network-declared-host-port":  "the pod is on the host's network and a sidecar declares ports",
+	"host-network-native-sidecar-port": "the pod is on the host's network and a native sidecar declares ports",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.
