@@ -2,15 +2,18 @@ package podrules
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
 	"k8s.io/kubernetes/pkg/apis/core"
 	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/utils/ptr"
 )
 
 // clusterPolicy sets the one validation input that is a kube-apiserver flag rather than a rule:
@@ -64,9 +67,10 @@ func DefaultedVolume(v *corev1.Volume) *corev1.Volume {
 }
 
 // ValidateCreate runs the API server's validation of a Pod create on a copy of pod as the API
-// server validates it: defaulted, then changed by the admission plugins every cluster runs
-// before validation (see Admitted), with the validation options the API server derives from the
-// Pod itself. The paths of the errors are the Pod's (spec.containers[1].image).
+// server validates it: defaulted, changed by the admission plugins every cluster runs before
+// validation (see Admitted), its pod-level resources defaulted from its containers' (as the
+// API server does after admission), with the validation options the API server derives from
+// the Pod itself. The paths of the errors are the Pod's (spec.containers[1].image).
 func ValidateCreate(pod *corev1.Pod) field.ErrorList {
 	setClusterPolicy()
 	admitted := Defaulted(pod)
@@ -75,6 +79,7 @@ func ValidateCreate(pod *corev1.Pod) field.ErrorList {
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
+	podutil.DefaultPodLevelResources(internal)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&internal.Spec, nil, &internal.ObjectMeta, nil)
 	return corevalidation.ValidatePodCreate(internal, opts)
 }
@@ -102,6 +107,44 @@ func toInternal(pod *corev1.Pod) (*core.Pod, error) {
 		return nil, fmt.Errorf("converting the pod to the API server's internal form: %w", err)
 	}
 	return &out, nil
+}
+
+// PodResourceErrors returns the errors the API server's validation of a Pod create finds in
+// the Pod's pod-level resources (spec.resources): requests below what its containers request
+// in all, a container's limit above the pod's, requests above limits. None when the Pod sets
+// no pod-level resources. Only what that rule reads (the containers' names, resources and
+// restart policies, the pod's resources and OS) is validated, so the Pod's other fields cost
+// nothing and cause no error here.
+func PodResourceErrors(pod *corev1.Pod) field.ErrorList {
+	if pod.Spec.Resources == nil {
+		return nil
+	}
+	view := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "resources", Namespace: "resources"},
+		Spec: corev1.PodSpec{
+			Containers: resourceView("container", pod.Spec.Containers), InitContainers: resourceView("init", pod.Spec.InitContainers),
+			Resources: pod.Spec.Resources.DeepCopy(), OS: pod.Spec.OS.DeepCopy(),
+		},
+	}
+	var out field.ErrorList
+	for _, e := range ValidateCreate(view) {
+		if strings.HasPrefix(e.Field, "spec.resources") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// resourceView keeps of each container what pod-level resources are checked against.
+func resourceView(prefix string, list []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, len(list))
+	for i := range list {
+		out[i] = corev1.Container{Name: fmt.Sprintf("%s-%d", prefix, i), Image: "resources", Resources: *list[i].Resources.DeepCopy()}
+		if list[i].RestartPolicy != nil {
+			out[i].RestartPolicy = ptr.To(*list[i].RestartPolicy)
+		}
+	}
+	return out
 }
 
 // HostPortKey names a defaulted port's host port as the API server tells them apart: protocol,
