@@ -420,7 +420,8 @@ func mounted(spec *appsv1alpha1.SidecarSetSpec) ([]corev1.Volume, []string) {
 // already has a container or init container of an injected name, or a volume of an added
 // name (the engine keeps an identical one and refuses a different one), lacks a volume the
 // sidecars mount that the set does not define (refused), shares the host's network while a
-// sidecar or init container declares ports, or binds a host port while a sidecar binds one (the engine compares
+// sidecar or init container declares ports, sets pod-level resources while a sidecar declares
+// resources, or binds a host port while a sidecar binds one (the engine compares
 // the defaulted host ports, and refuses the pod when two are the same).
 func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external []string) string {
 	var names []string
@@ -461,7 +462,23 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	if term, ok := portsTaken(spec); ok {
 		terms = append(terms, term)
 	}
+	if declaresResources(spec) {
+		// The engine adds the pod's containers' resources up against its pod-level ones.
+		terms = append(terms, "has(object.spec.resources)")
+	}
 	return strings.Join(terms, " || ")
+}
+
+// declaresResources reports whether a sidecar of the set declares requests or limits.
+func declaresResources(spec *appsv1alpha1.SidecarSetSpec) bool {
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			if len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // portsTaken is a CEL condition: a container or init container of the pod declares a port with

@@ -73,6 +73,9 @@ var routedCases = map[string]string{
 	"host-network-ports":               "the pod is on the host's network and a sidecar declares ports",
 	"host-network-declared-host-port":  "the pod is on the host's network and a sidecar declares ports",
 	"host-network-native-sidecar-port": "the pod is on the host's network and a native sidecar declares ports",
+
+	"pod-resources-exceeded": "the pod sets pod-level resources and a sidecar declares resources",
+	"pod-resources-fit":      "the pod sets pod-level resources and a sidecar declares resources",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.
