@@ -25,6 +25,12 @@ type CompiledSet struct {
 	// SharesVolumes: a sidecar has shareVolumePolicy enabled, so injection reads the app
 	// containers' volume mounts (and the env their subPathExprs use).
 	SharesVolumes bool
+	// ComparesPorts: a sidecar declares ports, so injection reads the ports of the pod's
+	// containers (a container port, a port name or a host port they declare already).
+	ComparesPorts bool
+	// DeclaresResources: a sidecar declares requests or limits, so injection into a pod that
+	// sets pod-level resources (spec.resources) reads its containers' resources.
+	DeclaresResources bool
 
 	selector          labels.Selector
 	namespaceSelector labels.Selector // nil: every namespace
@@ -54,6 +60,8 @@ func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 		for i := range list {
 			c.TransfersEnv = c.TransfersEnv || len(list[i].TransferEnv) > 0
 			c.SharesVolumes = c.SharesVolumes || list[i].ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+			c.ComparesPorts = c.ComparesPorts || len(list[i].Ports) > 0
+			c.DeclaresResources = c.DeclaresResources || len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0
 		}
 	}
 	if set.Spec.NamespaceSelector != nil {

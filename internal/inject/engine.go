@@ -9,11 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
-	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // Input is what Apply needs. Only the Pod's metadata (labels, annotations), containers, init
-// containers, volumes and image pull secrets are read.
+// containers, volumes, image pull secrets, hostNetwork and pod-level resources are read; of
+// the containers, only the names unless a set needs more (see the CompiledSet's TransfersEnv,
+// SharesVolumes, ComparesPorts and DeclaresResources).
 type Input struct {
 	// Pod is the Pod as admitted; never modified.
 	Pod *corev1.Pod
@@ -121,6 +122,7 @@ type builder struct {
 	containerOwner             map[string]string  // injected container name -> set
 	copies                     map[string]*Copies // rendered container name -> its entries copied from app containers
 	addedContainers            bool               // something went into spec.containers
+	ownResourcesFit            *bool              // the pod's own containers fit in its pod-level resources; nil: not computed yet
 	warnings                   []string
 }
 
@@ -218,6 +220,9 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 	}
 	rec.Volumes = vols
 	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
+	if err := b.checkPodResources(c, rec); err != nil {
+		return Record{}, err
+	}
 	return rec, nil
 }
 
@@ -241,6 +246,12 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
+	if err := b.checkHostNetworkPorts(c, field, i, rendered); err != nil {
+		return false, err
+	}
+	if err := b.checkPorts(c, field, i, sc, rendered, init); err != nil {
+		return false, err
+	}
 	if !init {
 		if err := b.checkHostPorts(c, field, i, rendered); err != nil {
 			return false, err
@@ -260,53 +271,6 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", c.Name(), n))
 	}
 	return true, nil
-}
-
-// checkHostPorts refuses a sidecar whose host port another container in spec.containers
-// already binds (the API server refuses such a Pod with a bare duplicate-value error; init
-// containers run one at a time and are checked alone).
-func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
-	if len(sidecar.Ports) == 0 {
-		return nil // the common case: nothing to default, nothing to compare
-	}
-	mine := podrules.DefaultedContainer(sidecar, false, b.pod.Spec.HostNetwork)
-	var holders map[string]string // computed once, and only for a sidecar that binds a host port
-	for pi, p := range mine.Ports {
-		if p.HostPort == 0 {
-			continue
-		}
-		if holders == nil {
-			holders = b.containersWithHostPorts()
-		}
-		key := podrules.HostPortKey(p)
-		if holder, ok := holders[key]; ok {
-			return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
-				"%s already binds host port %s; a host port can be bound once per pod, so change or remove the sidecar's hostPort or the other one", holder, key)}
-		}
-	}
-	return nil
-}
-
-// containersWithHostPorts maps each host port (protocol/hostIP/port, as the API server keys
-// them) bound in spec.containers so far to who binds it.
-func (b *builder) containersWithHostPorts() map[string]string {
-	out := map[string]string{}
-	note := func(c *corev1.Container, who string) {
-		for _, p := range podrules.DefaultedContainer(c, false, b.pod.Spec.HostNetwork).Ports {
-			if p.HostPort != 0 {
-				out[podrules.HostPortKey(p)] = who
-			}
-		}
-	}
-	for _, app := range b.appContainers {
-		note(app, fmt.Sprintf("the pod's container %q", app.Name))
-	}
-	for _, list := range [][]corev1.Container{b.containers.before, b.containers.after} {
-		for i := range list {
-			note(&list[i], fmt.Sprintf("container %q of SidecarSet %q", list[i].Name, b.containerOwner[list[i].Name]))
-		}
-	}
-	return out
 }
 
 func article(noun string) string {

@@ -63,6 +63,17 @@ func sameVolume(a, b *corev1.Volume) bool {
 	return equality.Semantic.DeepEqual(podrules.DefaultedVolume(a), podrules.DefaultedVolume(b))
 }
 
+// sameEnvVar reports whether two env var definitions are equal once both are defaulted: the
+// Pod's come as the API server stores them (a fieldRef with apiVersion v1), a SidecarSet's and
+// an offline manifest's as written, and both forms must compare alike, or the same Pod would be
+// injected differently by the webhook and the kubectl plugin.
+func sameEnvVar(a, b *corev1.EnvVar) bool {
+	if equality.Semantic.DeepEqual(a, b) {
+		return true // the common case, without defaulting
+	}
+	return equality.Semantic.DeepEqual(podrules.DefaultedEnvVar(a), podrules.DefaultedEnvVar(b))
+}
+
 // toJSONValue is v as generic JSON (maps, slices, strings, float64, bools): the form in which
 // "holds every field, with the same value" can be decided without knowing the type.
 func toJSONValue(v any) any {

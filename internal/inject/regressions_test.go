@@ -121,8 +121,10 @@ var (
 	preStopSidecar = corev1.Container{Name: "proxy", Image: "ghcr.io/example/proxy:1.22",
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: "/drain", Port: intstr.FromInt32(15000)}}}}
+	// A sidecar on the host network declares its host port (the engine refuses a port that
+	// would become one only through the pod's hostNetwork); the protocol is still defaulted.
 	hostPortSidecar = corev1.Container{Name: "node-agent", Image: "ghcr.io/example/node-agent:2.1",
-		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9100}}}
+		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9100, HostPort: 9100}}}
 	tokenVolume = corev1.Volume{Name: "mesh-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "mesh", Path: "token"}}},
 	}}}
@@ -240,8 +242,8 @@ func TestRegression_SameVolumeMissesAPIServerDefaults(t *testing.T) {
 // API server defaults the Pod after each webhook's patch (admission/plugin/webhook/mutating
 // dispatcher.go) and, with reinvocationPolicy IfNeeded, calls the webhook again with that
 // Pod. The engine must then find nothing to do, yet it strips and re-adds the sidecar. The
-// hostNetwork case needs the Pod's context: on such Pods the API server also sets each
-// port's hostPort to its containerPort, which sameContainer cannot know.
+// hostNetwork case needs the Pod's context: on such Pods the API server defaults a port's
+// hostPort to its containerPort (the sidecar here declares it, as the engine requires there).
 func TestRegression_ReinvocationAfterAPIServerDefaulting(t *testing.T) {
 	tests := []struct {
 		name        string

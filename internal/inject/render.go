@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 
@@ -85,7 +84,7 @@ func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, copies 
 		switch {
 		case i < 0:
 			add, addFrom = append(add, v), append(addFrom, from[k])
-		case !equality.Semantic.DeepEqual(sidecar.Env[i], v):
+		case !sameEnvVar(&sidecar.Env[i], &v):
 			warn("the sidecar defines %q, which the app's value depends on, differently; nothing was transferred", v.Name)
 			return
 		}
@@ -241,7 +240,7 @@ func (b *builder) bringSubPathEnv(sidecar *corev1.Container, copies *Copies, app
 			i := envIndex(sidecar.Env, v.Name)
 			if i < 0 && envIndex(add, v.Name) < 0 {
 				add, addFrom = append(add, v), append(addFrom, from[k])
-			} else if i >= 0 && !equality.Semantic.DeepEqual(sidecar.Env[i], v) {
+			} else if i >= 0 && !sameEnvVar(&sidecar.Env[i], &v) {
 				ok = false
 			}
 		}

@@ -28,6 +28,12 @@ func TestValidateCreate(t *testing.T) {
 			corev1.Container{Name: "a", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}},
 			corev1.Container{Name: "b", Image: "x:1", Ports: []corev1.ContainerPort{{ContainerPort: 81, HostPort: 80}}}),
 			"spec.containers[1].ports[0].hostPort: Duplicate value"},
+		// The ServiceAccount admission plugin names the default ServiceAccount first: Istio's
+		// istio-token volume is valid in a pod that names none.
+		{"projected token, no serviceAccountName", withVolumes(pod(corev1.Container{Name: "app", Image: "x:1"}), tokenVolume()), ""},
+		{"projected token and a bad expiry", withVolumes(pod(corev1.Container{Name: "app", Image: "x:1"}), tokenVolume(func(v *corev1.Volume) {
+			v.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds = ptr.To[int64](60)
+		})), "spec.volumes[0].projected.sources[0].serviceAccountToken.expirationSeconds"},
 		{"negative runAsUser", pod(corev1.Container{Name: "app", Image: "x:1",
 			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](-1)}}),
 			"spec.containers[0].securityContext.runAsUser"},
@@ -47,6 +53,22 @@ func TestValidateCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withVolumes(p *corev1.Pod, volumes ...corev1.Volume) *corev1.Pod {
+	p.Spec.Volumes = volumes
+	return p
+}
+
+// tokenVolume is Istio's istio-token volume: a projected ServiceAccount token.
+func tokenVolume(edits ...func(*corev1.Volume)) corev1.Volume {
+	v := corev1.Volume{Name: "istio-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "istio-ca", ExpirationSeconds: ptr.To[int64](43200), Path: "istio-token"}}}}}}
+	for _, edit := range edits {
+		edit(&v)
+	}
+	return v
 }
 
 func equalPods(a, b *corev1.Pod) bool { return a.String() == b.String() }
@@ -81,5 +103,60 @@ func TestDefaultedVolume(t *testing.T) {
 	}
 	if v.ConfigMap.DefaultMode != nil {
 		t.Fatal("DefaultedVolume modified its input")
+	}
+}
+
+// TestPodResourceErrors: pod-level resources are checked as the API server checks them on
+// create, after defaulting pod-level requests from the containers' (so a pod that sets only
+// limits is valid as long as its containers fit under them).
+func TestPodResourceErrors(t *testing.T) {
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	withResources := func(p *corev1.Pod, r corev1.ResourceRequirements) *corev1.Pod {
+		p.Spec.Resources = &r
+		return p
+	}
+	app := func(r corev1.ResourceRequirements) corev1.Container {
+		return corev1.Container{Name: "app", Image: "x:1", Resources: r}
+	}
+	native := corev1.Container{Name: "proxy", Image: "envoy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Resources: corev1.ResourceRequirements{Requests: cpu("300m")}}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string // the path of the one error; "" means none
+	}{
+		{"no pod-level resources", pod(app(corev1.ResourceRequirements{Requests: cpu("2")})), ""},
+		{"containers within the requests", withResources(pod(app(corev1.ResourceRequirements{Requests: cpu("500m")})),
+			corev1.ResourceRequirements{Requests: cpu("1")}), ""},
+		{"containers above the requests", withResources(pod(app(corev1.ResourceRequirements{Requests: cpu("500m")}),
+			corev1.Container{Name: "agent", Image: "x:1", Resources: corev1.ResourceRequirements{Requests: cpu("600m")}}),
+			corev1.ResourceRequirements{Requests: cpu("1")}), "spec.resources.requests[cpu]"},
+		{"a native sidecar counts with the containers", withResources(func() *corev1.Pod {
+			p := pod(app(corev1.ResourceRequirements{Requests: cpu("800m")}))
+			p.Spec.InitContainers = []corev1.Container{native}
+			return p
+		}(), corev1.ResourceRequirements{Requests: cpu("1")}), "spec.resources.requests[cpu]"},
+		{"a container's limit above the pod's", withResources(pod(app(corev1.ResourceRequirements{Limits: cpu("2")})),
+			corev1.ResourceRequirements{Limits: cpu("1")}), "spec.resources"},
+		{"only pod limits: requests defaulted from the containers'", withResources(pod(app(corev1.ResourceRequirements{Requests: cpu("500m")})),
+			corev1.ResourceRequirements{Limits: cpu("1")}), ""},
+		{"only pod limits, containers requesting more", withResources(pod(app(corev1.ResourceRequirements{Requests: cpu("1500m")})),
+			corev1.ResourceRequirements{Limits: cpu("1")}), "spec.resources"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.pod.DeepCopy()
+			errs := PodResourceErrors(tc.pod)
+			switch {
+			case tc.want == "" && len(errs) > 0:
+				t.Fatalf("want no error, got %v", errs)
+			case tc.want != "" && (len(errs) == 0 || !strings.HasPrefix(errs[0].Field, tc.want)):
+				t.Fatalf("want an error at %s, got %v", tc.want, errs)
+			}
+			if !equalPods(in, tc.pod) {
+				t.Fatal("PodResourceErrors modified its input")
+			}
+		})
 	}
 }

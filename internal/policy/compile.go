@@ -120,7 +120,7 @@ func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (*
 // that revision's content (see Resolve).
 func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 	transferred := 0
-	hostPorts := sets.New[string]()
+	hostPorts, containerPorts := sets.New[string](), sets.New[string]()
 	for _, list := range []struct {
 		field      string
 		containers []appsv1alpha1.SidecarContainer
@@ -131,6 +131,9 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 			if transferred += len(c.TransferEnv); transferred > MaxTransfers {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (the patch of the largest set must stay within the API server's size limit for one CEL expression)", MaxTransfers)}
+			}
+			if u := containerPortTaken(c, list.field == "spec.initContainers", path, containerPorts); u != nil {
+				return u
 			}
 			if list.field != "spec.containers" {
 				continue // init containers run one at a time: the engine compares no host ports
@@ -147,6 +150,24 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 				hostPorts.Insert(key)
 			}
 		}
+	}
+	return nil
+}
+
+// containerPortTaken reports a port of c, a sidecar that runs alongside the app, that another
+// of the set's does too (number and protocol): the engine refuses every pod such a set selects.
+// taken collects the ports seen.
+func containerPortTaken(c *appsv1alpha1.SidecarContainer, init bool, path string, taken sets.Set[string]) *Unsupported {
+	if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+		return nil // a plain init container runs alone
+	}
+	for pi, p := range podrules.DefaultedContainer(&c.Container, init, false).Ports {
+		key := fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol)
+		if taken.Has(key) {
+			return &Unsupported{Field: fmt.Sprintf("%s.ports[%d].containerPort", path, pi),
+				Reason: "another of the set's sidecars declares container port " + key + ": the webhook refuses such pods with its message"}
+		}
+		taken.Insert(key)
 	}
 	return nil
 }
@@ -399,7 +420,8 @@ func mounted(spec *appsv1alpha1.SidecarSetSpec) ([]corev1.Volume, []string) {
 // already has a container or init container of an injected name, or a volume of an added
 // name (the engine keeps an identical one and refuses a different one), lacks a volume the
 // sidecars mount that the set does not define (refused), shares the host's network while a
-// sidecar declares ports, or binds a host port while a sidecar binds one (the engine compares
+// sidecar or init container declares ports, sets pod-level resources while a sidecar declares
+// resources, or binds a host port while a sidecar binds one (the engine compares
 // the defaulted host ports, and refuses the pod when two are the same).
 func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external []string) string {
 	var names []string
@@ -407,10 +429,10 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			names = append(names, list[i].Name)
+			ports = ports || len(list[i].Ports) > 0 // a node port on the host's network, in any list
 		}
 	}
 	for i := range spec.Containers {
-		ports = ports || len(spec.Containers[i].Ports) > 0
 		for _, p := range spec.Containers[i].Ports {
 			hostPorts = hostPorts || p.HostPort != 0
 		}
@@ -437,7 +459,62 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	if hostPorts {
 		terms = append(terms, "object.spec.containers.exists(c, has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0))")
 	}
+	if term, ok := portsTaken(spec); ok {
+		terms = append(terms, term)
+	}
+	if declaresResources(spec) {
+		// The engine adds the pod's containers' resources up against its pod-level ones.
+		terms = append(terms, "has(object.spec.resources)")
+	}
 	return strings.Join(terms, " || ")
+}
+
+// declaresResources reports whether a sidecar of the set declares requests or limits.
+func declaresResources(spec *appsv1alpha1.SidecarSetSpec) bool {
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			if len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// portsTaken is a CEL condition: a container or init container of the pod declares a port with
+// the number or the name of a port of one of the set's sidecars that run alongside the app
+// (the engine refuses such a pod, or warns of the name); none when they declare no port.
+// Protocols and plain init containers, which the engine tells apart, are not: such pods are
+// the webhook's too.
+func portsTaken(spec *appsv1alpha1.SidecarSetSpec) (string, bool) {
+	numbers, names := sets.New[int32](), sets.New[string]()
+	for _, l := range []struct {
+		containers []appsv1alpha1.SidecarContainer
+		init       bool
+	}{{spec.InitContainers, true}, {spec.Containers, false}} {
+		for i := range l.containers {
+			c := &l.containers[i]
+			if l.init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue // a plain init container runs alone
+			}
+			for _, p := range c.Ports {
+				numbers.Insert(p.ContainerPort)
+				if p.Name != "" {
+					names.Insert(p.Name)
+				}
+			}
+		}
+	}
+	if numbers.Len() == 0 {
+		return "", false
+	}
+	nums := make([]string, 0, numbers.Len())
+	for _, n := range sets.List(numbers) {
+		nums = append(nums, fmt.Sprint(n))
+	}
+	declares := fmt.Sprintf("exists(c, has(c.ports) && c.ports.exists(p, p.containerPort in [%s] || has(p.name) && p.name in %s))",
+		strings.Join(nums, ", "), quoteAll(sets.List(names)))
+	return fmt.Sprintf("object.spec.containers.%s || has(object.spec.initContainers) && object.spec.initContainers.%s", declares, declares), true
 }
 
 // record is a CEL string: the status annotation the engine writes, byte for byte (a pod with

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -101,6 +102,23 @@ func TestCompileUnsupported(t *testing.T) {
 			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "syslog", ContainerPort: 5140, HostPort: 5140})
 			s.Containers = append(s.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "relay", Image: "relay",
 				Ports: []corev1.ContainerPort{{ContainerPort: 6000, HostPort: 5140, Protocol: corev1.ProtocolUDP}}}})
+		}},
+		// A container port (number and protocol) two of the set's sidecars running alongside
+		// the app declare: the engine refuses every pod.
+		{name: "two sidecars declaring one container port", field: "spec.containers[0].ports[0].containerPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "envoy",
+				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Ports: []corev1.ContainerPort{{ContainerPort: 9090, Protocol: corev1.ProtocolTCP}}}}}
+			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9090}}
+		}},
+		{name: "one container port on two protocols", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "envoy",
+				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Ports: []corev1.ContainerPort{{ContainerPort: 9090, Protocol: corev1.ProtocolUDP}}}}}
+			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9090}}
+		}},
+		{name: "a plain init container's port", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "busybox",
+				Ports: []corev1.ContainerPort{{ContainerPort: 9090}}}}}
+			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9090}}
 		}},
 		{name: "init container hostPort", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			// Init containers run one at a time: the engine does not compare their host ports.

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -127,6 +128,15 @@ func TestValidateVolumesAndMounts(t *testing.T) {
 		{name: "device at a mount path", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.InitContainers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "proxy-certs", DevicePath: "/etc/certs"}}
 		}, want: []wantErr{{"spec.initContainers[0].volumeDevices[0].devicePath", field.ErrorTypeDuplicate}}},
+		// The ServiceAccount admission plugin names a ServiceAccount in every pod before
+		// validation, so Kubernetes accepts this in the pods the set injects (Istio's istio-token).
+		{name: "projected serviceAccountToken volume", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Volumes = append(s.Spec.Volumes, corev1.Volume{Name: "istio-token", VolumeSource: corev1.VolumeSource{
+				Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+					Audience: "istio-ca", ExpirationSeconds: ptr.To[int64](43200), Path: "istio-token"}}}}}})
+			s.Spec.InitContainers[0].VolumeMounts = append(s.Spec.InitContainers[0].VolumeMounts,
+				corev1.VolumeMount{Name: "istio-token", MountPath: "/var/run/secrets/tokens"})
+		}},
 		{name: "volume without name", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Volumes[0].Name = "" // log-agent still mounts fluent-bit-config: as a Pod volume
 		}, want: []wantErr{{"spec.volumes[0].name", field.ErrorTypeRequired}}},

@@ -9,7 +9,8 @@
 // SidecarSet's own checks (names, selectors, transferEnv, shareVolumePolicy and the common
 // container mistakes, with messages that say how to fix them), then, when those find nothing,
 // Kubernetes' own pod validation (internal/podrules: k8s.io/kubernetes/pkg/apis/core/validation)
-// on a synthetic pod holding the set's containers, init containers, volumes and pull secrets,
+// on a synthetic pod holding the set's containers, init containers, volumes and pull secrets
+// (as the admission plugins every cluster runs leave a pod: a ServiceAccount named),
 // with every error's path mapped back to the field the user wrote. The second pass is what
 // makes "the API server would accept the pod" true; the first only words the common cases
 // better (validationtest.Corpus and the integration test TestValidationCorpus prove both).

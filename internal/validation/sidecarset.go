@@ -76,7 +76,10 @@ func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.Err
 	return append(errs, validateUpdateStrategy(&spec.UpdateStrategy, path.Child("updateStrategy"))...)
 }
 
-// validatePullSecrets checks that every image pull secret names a Secret, once.
+// validatePullSecrets checks that every image pull secret names a Secret, once. A name must be
+// one a Secret can have (a DNS subdomain): the API server takes any string in a pod's
+// imagePullSecrets, but no Secret of another name exists, so the kubelet could never pull with
+// it, and the name is written into every injected pod and its record.
 func validatePullSecrets(refs []corev1.LocalObjectReference, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := sets.New[string]()
@@ -87,6 +90,9 @@ func validatePullSecrets(refs []corev1.LocalObjectReference, path *field.Path) f
 			errs = append(errs, field.Required(p, "set the name of a Secret of type kubernetes.io/dockerconfigjson, or remove the entry"))
 		case seen.Has(ref.Name):
 			errs = append(errs, duplicate(p, ref.Name, fmt.Sprintf("Secret %q is listed twice; remove one of the entries", ref.Name)))
+		default:
+			errs = append(errs, invalidIf(p, ref.Name, apimachineryvalidation.NameIsDNSSubdomain(ref.Name, false),
+				"name a Secret of type kubernetes.io/dockerconfigjson, such as \"registry-credentials\"")...)
 		}
 		seen.Insert(ref.Name)
 	}

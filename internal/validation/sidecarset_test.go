@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -139,6 +140,18 @@ func TestValidateSidecarSetMetadataAndSelectors(t *testing.T) {
 		{name: "image pull secret listed twice", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.ImagePullSecrets = append(s.Spec.ImagePullSecrets, s.Spec.ImagePullSecrets[0])
 		}, want: []wantErr{{"spec.imagePullSecrets[1].name", field.ErrorTypeDuplicate}}, detail: "registry-credentials"},
+		{name: "image pull secret name with a quote", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets[0].Name = `a"b`
+		}, want: []wantErr{{"spec.imagePullSecrets[0].name", field.ErrorTypeInvalid}}, detail: "Secret"},
+		{name: "image pull secret name breaking out of a JSON string", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets = append(s.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: `s","evil`})
+		}, want: []wantErr{{"spec.imagePullSecrets[1].name", field.ErrorTypeInvalid}}, detail: "RFC 1123 subdomain"},
+		{name: "image pull secret name in capitals", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets[0].Name = "Registry"
+		}, want: []wantErr{{"spec.imagePullSecrets[0].name", field.ErrorTypeInvalid}}},
+		{name: "image pull secret name with dots", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.ImagePullSecrets[0].Name = "registry.example.com"
+		}},
 		{name: "rolling update with partition and maxUnavailable", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
 				Partition: ptr.To(intstr.FromString("20%")), MaxUnavailable: ptr.To(intstr.FromInt32(3)),

@@ -61,6 +61,21 @@ var routedCases = map[string]string{
 	"transfer-env-missing":         "transferEnv of a variable the pod lacks (the engine warns)",
 	"transfer-env-references":      "transferEnv of values with references, and of a resourceFieldRef naming no container",
 	"two-sets-order-shared-volume": "two sets select the pod",
+
+	"share-volumes-subpathexpr-defaulted": "shareVolumePolicy shares a mount with a subPathExpr",
+	"transfer-env-defaulted":              "transferEnv of a value with a reference",
+
+	"conflict-container-port":           "the pod declares a sidecar's container port",
+	"conflict-port-name-before-app":     "the pod declares a sidecar's port name",
+	"conflict-port-name-native-sidecar": "the pod declares a sidecar's port name",
+	"port-name-after-app-warned":        "the pod declares a sidecar's port name (the webhook warns)",
+
+	"host-network-ports":               "the pod is on the host's network and a sidecar declares ports",
+	"host-network-declared-host-port":  "the pod is on the host's network and a sidecar declares ports",
+	"host-network-native-sidecar-port": "the pod is on the host's network and a native sidecar declares ports",
+
+	"pod-resources-exceeded": "the pod sets pod-level resources and a sidecar declares resources",
+	"pod-resources-fit":      "the pod sets pod-level resources and a sidecar declares resources",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.

@@ -1,0 +1,155 @@
+package pins_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/cli"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
+)
+
+// pinnedHashes are the hashes of the sample SidecarSets (config/samples/<set>) and of the
+// golden cases' (golden/<case>/<set>), each as the API server stores it (defaulted with the
+// CRD's schema). A pod records the hash of the set that injected it, and a pod whose hash is not
+// the set's counts as outdated.
+//
+// CHANGING ONE OF THESE MEANS EVERY RUNNING POD OF SUCH A SET TURNS OUTDATED WHEN THE OPERATOR
+// IS UPGRADED (a rolling update then restarts their sidecars, or they stay PodsUpdated=False
+// until recreated). A new field of the API types that is not omitted when empty, a changed
+// JSON name or a changed default in the CRD all do that. Update this table only when that is
+// intended and said in the CHANGELOG.
+var pinnedHashes = map[string]string{
+	"config/samples/log-agent":                              "6bf3f9c87b18c9db",
+	"config/samples/proxy":                                  "97abe087e7cb8bac",
+	"golden/app-container-identical/log-agent":              "a0b45119eec8de3e",
+	"golden/before-app-container/auth-proxy":                "f66879ed0a9bf9af",
+	"golden/conflict-app-container/log-agent":               "971faf5aee60be34",
+	"golden/conflict-app-init-container/mesh-proxy":         "9d33453c5f8d2807",
+	"golden/conflict-container-port/otel-agent":             "1c7b4962ddffef35",
+	"golden/conflict-host-port/node-exporter":               "969c49e282f1a802",
+	"golden/conflict-port-name-before-app/proxy":            "d3d2ae6fb8c2079e",
+	"golden/conflict-port-name-native-sidecar/proxy":        "f67cfaa494ebafce",
+	"golden/conflict-two-sets-container/log-agent":          "971faf5aee60be34",
+	"golden/conflict-two-sets-container/log-shipper":        "239e9abc1773c324",
+	"golden/conflict-two-sets-volume/log-agent":             "30e18c805baaf4c8",
+	"golden/conflict-two-sets-volume/metrics-exporter":      "0dc7ecbab9128822",
+	"golden/conflict-volume-definition/cert-reloader":       "b741a50db3344b5e",
+	"golden/host-network-declared-host-port/node-agent":     "7136c17479413c52",
+	"golden/host-network-native-sidecar-port/mesh-proxy":    "b6d4ccabf3f0480b",
+	"golden/host-network-ports/node-agent":                  "b83b2c89e991d819",
+	"golden/host-port-free/node-exporter":                   "a5064e09c399d942",
+	"golden/log-agent-share-volumes-transfer-env/log-agent": "fd68fba92bb1d169",
+	"golden/malformed-annotation/log-agent":                 "971faf5aee60be34",
+	"golden/namespace-selector/log-agent":                   "971faf5aee60be34",
+	"golden/namespace-selector/mesh-proxy":                  "ab949557cee7c7f7",
+	"golden/native-sidecar-proxy/mesh-proxy":                "9d33453c5f8d2807",
+	"golden/not-opted-in/log-agent":                         "971faf5aee60be34",
+	"golden/paused-with-record/log-agent":                   "971faf5aee60be34",
+	"golden/paused-with-record/metrics-exporter":            "073d7e26d3fd9e7e",
+	"golden/paused-without-record/log-agent":                "971faf5aee60be34",
+	"golden/pod-defines-identical-volume/cert-reloader":     "9aa4b831e60e893d",
+	"golden/pod-resources-exceeded/mesh-proxy":              "dded2c1ab027ee0e",
+	"golden/pod-resources-fit/mesh-proxy":                   "dded2c1ab027ee0e",
+	"golden/port-name-after-app-warned/statsd":              "7db1c241a80e410b",
+	"golden/pull-secrets-one-present/log-agent":             "6ccc27705e216ec5",
+	"golden/reinject-old-hash/log-agent":                    "971faf5aee60be34",
+	"golden/routed-by-policy/log-agent":                     "35284898bf37b966",
+	"golden/share-volumes-copied/log-shipper":               "cb2be8136f6bb69a",
+	"golden/share-volumes-left-out/log-agent":               "5b2038c6debb14a1",
+	"golden/share-volumes-subpathexpr-defaulted/log-agent":  "ccfaa7331d276722",
+	"golden/stale-record-stripped/legacy-agent":             "14f22a5858ca3f28",
+	"golden/stale-record-stripped/log-agent":                "971faf5aee60be34",
+	"golden/transfer-env-copied/telemetry":                  "37fbdfc3b13ed84b",
+	"golden/transfer-env-defaulted/log-agent":               "19575a068bd6e5a7",
+	"golden/transfer-env-missing/log-agent":                 "4f8f8aac43f1c2bf",
+	"golden/transfer-env-references/proxy":                  "95af5c6f8378408e",
+	"golden/two-sets-order-shared-volume/log-agent":         "2bfb35af10642e79",
+	"golden/two-sets-order-shared-volume/metrics-exporter":  "e090de7766812288",
+}
+
+// TestHashesArePinned recomputes every pinned hash: a hash that moved means an upgrade would
+// mark running pods outdated. Every sample and golden set must be pinned, and every pin must
+// still name one.
+func TestHashesArePinned(t *testing.T) {
+	got := map[string]string{}
+	samples, err := filepath.Glob("../../../config/samples/*.yaml")
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("listing config/samples: %v (%d files)", err, len(samples))
+	}
+	for _, path := range samples {
+		if filepath.Base(path) == "kustomization.yaml" {
+			continue
+		}
+		for _, set := range readStoredSets(t, path) {
+			got["config/samples/"+set.Name] = inject.Hash(&set.Spec)
+		}
+	}
+	for _, c := range injecttest.LoadCases(t, "../testdata") {
+		var docs [][]byte
+		for _, set := range c.Sets {
+			docs = append(docs, mustYAML(t, set))
+		}
+		for _, set := range readStored(t, c.Name, bytes.Join(docs, []byte("\n---\n"))) {
+			got["golden/"+c.Name+"/"+set.Name] = inject.Hash(&set.Spec)
+		}
+	}
+	for _, name := range sortedKeys(got) {
+		want, ok := pinnedHashes[name]
+		switch {
+		case !ok:
+			t.Errorf("%s has hash %q, which no pin holds: add %q: %q, to pinnedHashes", name, got[name], name, got[name])
+		case want != got[name]:
+			t.Errorf("%s: hash %q, pinned %q: every running pod of such a set would turn outdated on upgrade", name, got[name], want)
+		}
+	}
+	for _, name := range sortedKeys(pinnedHashes) {
+		if _, ok := got[name]; !ok {
+			t.Errorf("pinnedHashes holds %s, which is no sample or golden set any more: remove it", name)
+		}
+	}
+}
+
+// readStoredSets reads the SidecarSets of a file as the API server stores them.
+func readStoredSets(t *testing.T, path string) []*appsv1alpha1.SidecarSet {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return readStored(t, path, raw)
+}
+
+func readStored(t *testing.T, source string, raw []byte) []*appsv1alpha1.SidecarSet {
+	t.Helper()
+	sets, err := cli.ReadSidecarSets(bytes.NewReader(raw), source)
+	if err != nil {
+		t.Fatalf("reading the SidecarSets of %s: %v", source, err)
+	}
+	return sets
+}
+
+func mustYAML(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshaling %T: %v", v, err)
+	}
+	return raw
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, strings.Compare)
+	return keys
+}

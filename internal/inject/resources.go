@@ -1,0 +1,113 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
+)
+
+// checkPodResources refuses a set whose sidecars make the pod's containers need more than the
+// pod-level resources the pod sets (spec.resources): the API server would refuse the pod with
+// a message that names neither the sidecar nor the set. The pod's budget is the user's to set,
+// so it is never raised behind their back. A pod over its budget without the sidecars is left
+// to the API server, whose message is then about the pod's own containers.
+func (b *builder) checkPodResources(c *CompiledSet, rec Record) error {
+	if b.pod.Spec.Resources == nil || !c.DeclaresResources || len(rec.Containers)+len(rec.InitContainers) == 0 {
+		return nil // the common case: nothing to add up
+	}
+	if b.ownResourcesFit == nil {
+		fit := len(podrules.PodResourceErrors(b.resourcesSoFar(false))) == 0
+		b.ownResourcesFit = &fit
+	}
+	if !*b.ownResourcesFit {
+		return nil
+	}
+	errs := podrules.PodResourceErrors(b.resourcesSoFar(true))
+	if len(errs) == 0 {
+		return nil
+	}
+	// Report the first error that names a resource the set's sidecars declare: the field to fix.
+	field, cause := "", errs[0]
+	for _, e := range errs {
+		if f, specific := resourceField(c, rec, e.Field); field == "" || specific {
+			field, cause = f, e
+			if specific {
+				break
+			}
+		}
+	}
+	return &RefusedError{SidecarSet: c.Name(), Field: field, Detail: fmt.Sprintf(
+		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits",
+		cause.Error())}
+}
+
+// resourcesSoFar is the pod's resources view: its pod-level resources and its own containers,
+// with the sidecars placed so far when withSidecars.
+func (b *builder) resourcesSoFar(withSidecars bool) *corev1.Pod {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Resources: b.pod.Spec.Resources, OS: b.pod.Spec.OS}}
+	for i := range b.pod.Spec.InitContainers {
+		if c := b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) {
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		}
+	}
+	for _, app := range b.appContainers {
+		pod.Spec.Containers = append(pod.Spec.Containers, *app)
+	}
+	if withSidecars {
+		pod.Spec.InitContainers = append(append(slices.Clone(b.initContainers.before), pod.Spec.InitContainers...), b.initContainers.after...)
+		pod.Spec.Containers = append(append(slices.Clone(b.containers.before), pod.Spec.Containers...), b.containers.after...)
+	}
+	return pod
+}
+
+// resourceField is the field of the set that a pod-level resources error (at podField, such as
+// spec.resources.requests[cpu]) comes from: the first injected sidecar that requests (or
+// limits) that resource, once defaulted (specific); or the first injected sidecar's resources.
+func resourceField(c *CompiledSet, rec Record, podField string) (field string, specific bool) {
+	name, kind := "", "requests"
+	for rest := podField; ; {
+		open := strings.IndexByte(rest, '[')
+		end := strings.IndexByte(rest, ']')
+		if open < 0 || end < open {
+			break
+		}
+		if key := rest[open+1 : end]; strings.Trim(key, "0123456789") != "" {
+			name = key
+		}
+		rest = rest[end+1:]
+	}
+	if strings.Contains(podField, "limits") {
+		kind = "limits"
+	}
+	injected := sets.New(rec.Containers...).Insert(rec.InitContainers...)
+	first := ""
+	for _, l := range []struct {
+		field string
+		list  []appsv1alpha1.SidecarContainer
+		init  bool
+	}{{"spec.initContainers", c.Set.Spec.InitContainers, true}, {"spec.containers", c.Set.Spec.Containers, false}} {
+		for i := range l.list {
+			if !injected.Has(l.list[i].Name) {
+				continue
+			}
+			r := podrules.DefaultedContainer(&l.list[i].Container, l.init, false).Resources
+			list := r.Requests
+			if kind == "limits" {
+				list = r.Limits
+			}
+			if _, ok := list[corev1.ResourceName(name)]; ok {
+				return fmt.Sprintf("%s[%d].resources.%s[%s]", l.field, i, kind, name), true
+			}
+			if first == "" && (len(r.Requests) > 0 || len(r.Limits) > 0) {
+				first = fmt.Sprintf("%s[%d].resources", l.field, i)
+			}
+		}
+	}
+	return first, false
+}

@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
+)
+
+// podBudgetSet is a SidecarSet whose sidecar requests 200m of CPU.
+func podBudgetSet(name, app string) *appsv1alpha1.SidecarSet {
+	return &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+				Name: "mesh-proxy", Image: "registry.example/proxy:1.22",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+				},
+			}}},
+		},
+	}
+}
+
+// budgetPod is an opted-in pod with pod-level resources (spec.resources: 500m of CPU and 1Gi
+// requested, 1Gi limit) and one app container requesting appCPU.
+func budgetPod(ns, name, app, appCPU string) *corev1.Pod {
+	pod := appPod(ns, name, app, true)
+	pod.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(appCPU)}
+	return pod
+}
+
+// TestPodLevelResourcesAsTheAPIServerChecksThem: the engine's model of pod-level resources
+// (podrules.PodResourceErrors) agrees with the API server on pods of several shapes, native
+// sidecars and pod limits without requests (requests then defaulted from the containers')
+// included; and what the engine makes of a pod with a budget is what the API server admits:
+// injected where the sidecar fits, refused (naming the set and the sidecar's request) where the
+// API server would refuse the injected pod with a message naming neither.
+func TestPodLevelResourcesAsTheAPIServerChecksThem(t *testing.T) {
+	ns := newNamespace(t, nil)
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	shape := func(name string, podLevel corev1.ResourceRequirements, native bool, sidecar corev1.ResourceRequirements) *corev1.Pod {
+		pod := appPod(ns, name, "budget", false) // not opted in: the webhook is not called
+		pod.Spec.Resources = &podLevel
+		pod.Spec.Containers[0].Resources.Requests = cpu("400m")
+		c := corev1.Container{Name: "sidecar", Image: "registry.example/proxy:1.22", Resources: sidecar}
+		if native {
+			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+			pod.Spec.InitContainers = []corev1.Container{c}
+		} else {
+			pod.Spec.Containers = append(pod.Spec.Containers, c)
+		}
+		return pod
+	}
+	for _, pod := range []*corev1.Pod{
+		shape("fits", corev1.ResourceRequirements{Requests: cpu("1")}, false, corev1.ResourceRequirements{Requests: cpu("500m")}),
+		shape("over-requests", corev1.ResourceRequirements{Requests: cpu("500m")}, false, corev1.ResourceRequirements{Requests: cpu("200m")}),
+		shape("native-over-requests", corev1.ResourceRequirements{Requests: cpu("500m")}, true, corev1.ResourceRequirements{Requests: cpu("200m")}),
+		shape("native-fits", corev1.ResourceRequirements{Requests: cpu("1")}, true, corev1.ResourceRequirements{Requests: cpu("200m")}),
+		shape("limit-from-request", corev1.ResourceRequirements{Requests: cpu("500m")}, false, corev1.ResourceRequirements{Limits: cpu("200m")}),
+		shape("over-pod-limit", corev1.ResourceRequirements{Limits: cpu("1")}, false, corev1.ResourceRequirements{Limits: cpu("2")}),
+		shape("pod-limit-only-fits", corev1.ResourceRequirements{Limits: cpu("1")}, false, corev1.ResourceRequirements{Requests: cpu("200m")}),
+		shape("pod-limit-only-over", corev1.ResourceRequirements{Limits: cpu("1")}, false, corev1.ResourceRequirements{Requests: cpu("700m")}),
+	} {
+		t.Run(pod.Name, func(t *testing.T) {
+			model := podrules.PodResourceErrors(pod)
+			_, err := dryRun(t, pod)
+			if err != nil && !apierrors.IsInvalid(err) {
+				t.Fatalf("dry-run create: %v", err)
+			}
+			if (len(model) == 0) != (err == nil) || err != nil && !strings.Contains(err.Error(), "spec.resources") {
+				t.Errorf("the engine's model says %v, the API server %v", model, err)
+			}
+		})
+	}
+
+	t.Run("engine", func(t *testing.T) {
+		set, err := inject.Compile(podBudgetSet("budget", "budget"))
+		must(t, err)
+		fits := budgetPod(ns, "fits", "budget", "200m")
+		res, err := inject.Apply(inject.Input{Pod: fits, Sets: []*inject.CompiledSet{set}})
+		if err != nil || len(res.Injected) != 1 {
+			t.Fatalf("a sidecar that fits the pod's budget: injected %v, error %v", res, err)
+		}
+		out := res.Pod()
+		delete(out.Labels, appsv1alpha1.InjectLabel) // what the API server checks is the engine's output
+		if _, err := dryRun(t, out); err != nil {
+			t.Errorf("the API server refused the injected pod: %v", err)
+		}
+
+		over := budgetPod(ns, "over", "budget", "400m")
+		if _, err := inject.Apply(inject.Input{Pod: over, Sets: []*inject.CompiledSet{set}}); err == nil ||
+			!contains(err.Error(), `SidecarSet "budget"`, "spec.containers[0].resources.requests[cpu]", "spec.resources.requests[cpu]") {
+			t.Errorf("a sidecar over the pod's budget: %v, want a refusal naming the set, the sidecar's request and the pod's field", err)
+		}
+		// What the API server says of that pod injected anyway: it names neither.
+		injected := over.DeepCopy()
+		delete(injected.Labels, appsv1alpha1.InjectLabel)
+		injected.Spec.Containers = append(injected.Spec.Containers, set.Set.Spec.Containers[0].Container)
+		if _, err := dryRun(t, injected); err == nil || !contains(err.Error(), "spec.resources.requests[cpu]") || contains(err.Error(), "budget") {
+			t.Errorf("the API server on the injected pod: %v, want its own refusal of spec.resources.requests[cpu]", err)
+		}
+	})
+}
+
+// TestPodLevelResourcesThroughTheWebhook: an opted-in pod whose pod-level resources leave room
+// for the sidecar is injected and admitted; one whose budget the sidecar exceeds is refused by
+// the webhook, with the message naming the set and the sidecar's request.
+func TestPodLevelResourcesThroughTheWebhook(t *testing.T) {
+	ns := newNamespace(t, nil)
+	createSet(t, podBudgetSet("pod-budget", "budget"))
+
+	fits := budgetPod(ns, "fits", "budget", "200m")
+	must(t, k8s.Create(ctx, fits))
+	if got := getPod(t, fits); len(got.Spec.Containers) != 2 {
+		t.Errorf("the pod that fits was not injected: containers %v", containerNames(got.Spec.Containers))
+	}
+	over := budgetPod(ns, "over", "budget", "400m")
+	err := k8s.Create(ctx, over)
+	if err == nil {
+		t.Fatal("a pod whose budget the sidecar exceeds was admitted")
+	}
+	if !apierrors.IsForbidden(err) || !contains(err.Error(), `SidecarSet "pod-budget"`, "spec.containers[0].resources.requests[cpu]", "spec.resources.requests[cpu]") {
+		t.Errorf("refusal does not come from the webhook naming the set, the sidecar's request and the pod's field: %v", err)
+	}
+	var none corev1.Pod
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(over), &none); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused pod exists: %v", err)
+	}
+}
