@@ -59,7 +59,7 @@ func (s *scanner) podMeta(m *podMeta) error {
 
 func (s *scanner) podSpec(v *headView) error {
 	spec := &v.Spec
-	return s.fields(1, []string{"containers", "initContainers", "volumes", "imagePullSecrets", "hostNetwork"}, func(field int) error {
+	return s.fields(1, []string{"containers", "initContainers", "volumes", "imagePullSecrets", "hostNetwork", "resources"}, func(field int) error {
 		switch field {
 		case 0:
 			return list(s, &spec.Containers, s.containerHead)
@@ -69,6 +69,8 @@ func (s *scanner) podSpec(v *headView) error {
 			return list(s, &spec.Volumes, func(v *volumeHead) error { return s.nameOnly(&v.Name) })
 		case 3:
 			return list(s, &spec.ImagePullSecrets, func(r *corev1.LocalObjectReference) error { return s.nameOnly(&r.Name) })
+		case 5:
+			return s.raw(&spec.Resources)
 		}
 		return s.boolean(&spec.HostNetwork)
 	})

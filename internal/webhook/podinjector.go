@@ -166,13 +166,16 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || bindsHostPort(candidates, view.Spec.HostNetwork) {
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) ||
+		readsPodResources(candidates, view.Spec.Resources) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)
 		}
 		full.Metadata.Namespace = meta.Namespace
-		pod = fullPod(&full)
+		if pod, err = fullPod(&full); err != nil {
+			return decodeError(err)
+		}
 	}
 	return h.inject(ctx, req.Object.Raw, admitted, pod, candidates, snap.Get)
 }

@@ -35,13 +35,16 @@ type podView[C, V any] struct {
 		ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 		// HostNetwork changes how the API server defaults container ports.
 		HostNetwork bool `json:"hostNetwork,omitempty"`
+		// Resources are the pod-level resources, kept as admitted: decoded only when a
+		// candidate set's sidecars declare resources (see readsPodResources).
+		Resources json.RawMessage `json:"resources,omitempty"`
 	} `json:"spec"`
 }
 
 // containerHead is what injection reads of a container it only injects next to: its name
 // (clashes), and for sets that copy from app containers its env (transferEnv) and volume
 // mounts (shareVolumePolicy), kept as admitted and decoded only for such sets (see
-// decodeAppLists). Ports are read only when a sidecar binds a host port (see bindsHostPort),
+// decodeAppLists). Ports are read only when a sidecar declares ports (see readsPorts),
 // from the full view.
 type containerHead struct {
 	Name         string          `json:"name"`
@@ -226,11 +229,32 @@ func heads(in []containerHead) []corev1.Container {
 }
 
 // fullPod returns the Pod the engine sees, in full.
-func fullPod(v *fullView) *corev1.Pod {
+func fullPod(v *fullView) (*corev1.Pod, error) {
 	pod := v.Metadata.pod()
 	pod.Spec = corev1.PodSpec{Containers: v.Spec.Containers, InitContainers: v.Spec.InitContainers,
 		Volumes: v.Spec.Volumes, ImagePullSecrets: v.Spec.ImagePullSecrets, HostNetwork: v.Spec.HostNetwork}
-	return pod
+	if hasPodResources(v.Spec.Resources) {
+		if err := unmarshal(v.Spec.Resources, &pod.Spec.Resources); err != nil {
+			return nil, fmt.Errorf("spec.resources: %w", err)
+		}
+	}
+	return pod, nil
+}
+
+func hasPodResources(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// readsPodResources reports whether the engine checks the pod's containers against its
+// pod-level resources: the pod sets them and a candidate set's sidecars declare resources.
+func readsPodResources(candidates []*inject.CompiledSet, raw json.RawMessage) bool {
+	if !hasPodResources(raw) {
+		return false
+	}
+	for _, c := range candidates {
+		if c.DeclaresResources {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *podMeta) pod() *corev1.Pod {
@@ -238,18 +262,14 @@ func (m *podMeta) pod() *corev1.Pod {
 		Labels: m.Labels, Annotations: m.Annotations}}
 }
 
-// bindsHostPort reports whether a candidate set injects a container that binds a host port
-// (any port, on a host-network pod, where the host port defaults to the container port): the
-// engine then compares it with the pod's containers' ports, which only the full view holds.
-// Decoding ports for every pod cost a quarter more time per admission (BenchmarkPodInjector), for a rare case.
-func bindsHostPort(candidates []*inject.CompiledSet, hostNetwork bool) bool {
+// readsPorts reports whether a candidate set declares ports: the engine then compares them
+// with the pod's containers' ports (container ports, port names, host ports), which only the
+// full view holds. Decoding ports for every pod cost a quarter more time per admission
+// (BenchmarkPodInjector).
+func readsPorts(candidates []*inject.CompiledSet) bool {
 	for _, c := range candidates {
-		for i := range c.Set.Spec.Containers {
-			for _, p := range c.Set.Spec.Containers[i].Ports {
-				if p.HostPort != 0 || hostNetwork {
-					return true
-				}
-			}
+		if c.ComparesPorts {
+			return true
 		}
 	}
 	return false
