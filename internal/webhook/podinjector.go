@@ -98,6 +98,9 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 	if !inject.OptedIn(meta.Labels) {
 		return skip(reasonNotOptedIn, "pod does not carry the opt-in label")
 	}
+	if inject.MirrorPod(meta.Annotations) {
+		return skip(reasonMirrorPod, "mirror pods are never injected: the kubelet runs the static pod's manifest, not this object")
+	}
 	if !h.Sets.Ready() {
 		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))

@@ -221,6 +221,16 @@ func TestPodInjectorGuards(t *testing.T) {
 		allowed: true, code: http.StatusOK, msg: "opt-in label",
 		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
 	}, {
+		// The kubelet runs a static pod from its manifest; its mirror pod is never injected.
+		name: "mirror pod",
+		edit: func(r *admission.Request) {
+			pod := optedInPod("web", nil)
+			pod.Annotations[corev1.MirrorPodAnnotationKey] = "3c9a1f2e"
+			r.Object.Raw = mustMarshal(t, pod)
+		},
+		allowed: true, code: http.StatusOK, msg: "mirror pods are never injected",
+		wantMetric: [2]string{resultSkipped, reasonMirrorPod},
+	}, {
 		name:     "store not synced",
 		injector: func(h *PodInjector) { h.Sets.SetSynced(func() bool { return false }) },
 		allowed:  false, code: http.StatusServiceUnavailable, msg: "has not synced",
