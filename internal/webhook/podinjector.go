@@ -33,7 +33,7 @@ const PodInjectorPath = "/mutate-v1-pod"
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
-// NamespaceLabelsFunc returns the labels of a namespace, from a cache.
+// NamespaceLabelsFunc returns the labels of a namespace.
 type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]string, error)
 
 // PodInjector mutates opted-in Pods at creation. The API server only calls it for Pods with the
@@ -41,7 +41,8 @@ type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]stri
 type PodInjector struct {
 	// Sets is the compiled view of every SidecarSet.
 	Sets *snapshot.Store
-	// NamespaceLabels looks a namespace's labels up in the manager's cache.
+	// NamespaceLabels looks a namespace's labels up: in the manager's cache, and in the API
+	// server when the cache does not have it yet (NamespaceLabelsFrom).
 	NamespaceLabels NamespaceLabelsFunc
 	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
 	// operator's own namespace and kube-system.

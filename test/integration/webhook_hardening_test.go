@@ -1,14 +1,22 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/operator"
+	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
 // TestMirrorPodsAreNeverInjected: a mirror pod (the API object the kubelet creates for a
@@ -54,4 +62,65 @@ func TestMirrorPodsAreNeverInjected(t *testing.T) {
 		return s.Status.MatchedPods == 1 && s.Status.ExcludedPods == 1,
 			fmt.Sprintf("matched %d, excluded %d", s.Status.MatchedPods, s.Status.ExcludedPods)
 	})
+}
+
+// TestPodsCreatedWithTheirNamespaceAreAdmitted: pods created right after their namespace, as
+// one apply does, are injected, not refused while the manager's cache has not seen the
+// namespace. Here the informer seldom lags (each pod waits for its namespace's ServiceAccount
+// to be created first, which the ServiceAccount plugin requires), so the miss is also forced:
+// the injector's lookup with a cache that has not seen the namespace, against the API server
+// as the manager's ServiceAccount (the RBAC config/default grants must allow the read).
+func TestPodsCreatedWithTheirNamespaceAreAdmitted(t *testing.T) {
+	createSet(t, sidecarSet("fresh-ns", "fresh"))
+	// Many at once, as a GitOps sync of many namespaces does: the informer falls behind.
+	const n = 20
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-fresh-", Labels: map[string]string{"team": "fresh"}}}
+			if err := k8s.Create(ctx, ns); err != nil {
+				errs <- err
+				return
+			}
+			t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
+			if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "default"}}); err != nil {
+				errs <- err
+				return
+			}
+			pod := appPod(ns.Name, "fresh-0", "fresh", true)
+			if err := k8s.Create(ctx, pod); err != nil {
+				errs <- fmt.Errorf("creating a pod right after its namespace: %w", err)
+				return
+			}
+			if names := containerNames(pod.Spec.Containers); !slices.Equal(names, []string{"app", "fresh-ns-agent"}) {
+				errs <- fmt.Errorf("pod %s/%s: containers %v, want [app fresh-ns-agent]", ns.Name, pod.Name, names)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	managerCfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "default.yaml"))
+	must(t, err)
+	scheme, err := operator.NewScheme()
+	must(t, err)
+	live, err := client.New(managerCfg, client.Options{Scheme: scheme})
+	must(t, err)
+	ns := newNamespace(t, map[string]string{"team": "fresh"})
+	labels, err := ourwebhook.NamespaceLabelsFrom(notCachedYet{}, live)(ctx, ns)
+	if err != nil || labels["team"] != "fresh" {
+		t.Errorf("labels of a namespace the cache has not seen = %v, %v; want team=fresh from the API server", labels, err)
+	}
+}
+
+// notCachedYet is a cache that has not seen any namespace yet, as the manager's informer in the
+// moment after a namespace is created.
+type notCachedYet struct{ client.Reader }
+
+func (notCachedYet) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, key.Name)
 }
