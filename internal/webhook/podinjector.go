@@ -178,7 +178,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		full.Metadata.Namespace = meta.Namespace
 		pod = fullPod(&full)
 	}
-	return h.inject(ctx, req.Object.Raw, admitted, pod, candidates, snap.Get)
+	return h.inject(ctx, req, admitted, pod, candidates, snap.Get)
 }
 
 func decodeError(err error) admission.Response {
@@ -186,7 +186,7 @@ func decodeError(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
-func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
+func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
 	known func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
@@ -236,7 +236,9 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Adm
 	for _, name := range res.Injected {
 		decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
-	res.Warnings = append(res.Warnings, h.podSecurityWarnings(raw, in, res)...)
+	// A dry run has no side effects (the webhook says sideEffects: None): no event.
+	dryRun := req.DryRun != nil && *req.DryRun
+	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, !dryRun)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
 	return admission.Patched("", ops...).WithWarnings(res.Warnings...)
@@ -256,9 +258,10 @@ func podName(pod *corev1.Pod) string {
 }
 
 // podSecurityWarnings says which SidecarSets make the pod break its namespace's enforced Pod
-// Security Standard (PodSecurity admission then refuses it), and records it on those sets.
+// Security Standard (PodSecurity admission then refuses it), and, when record, records it on
+// those sets.
 // The checks read the whole pod, so in such namespaces it is decoded whole and injected again.
-func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result) []string {
+func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result, record bool) []string {
 	lv, ok := h.PodSecurity.Enforced(in.NamespaceLabels)
 	if !ok {
 		return nil
@@ -281,7 +284,7 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 		"change the sidecars' securityContext, or narrow the SidecarSet's selectors away from namespace %s",
 		strings.Join(res.Injected, ", "), whole.Namespace, podName(&whole), violation, whole.Namespace)
 	for _, c := range in.Sets {
-		if slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
+		if record && slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
 			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", msg)
 		}
 	}

@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -123,4 +127,38 @@ type notCachedYet struct{ client.Reader }
 
 func (notCachedYet) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
 	return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, key.Name)
+}
+
+// TestDryRunAdmissionRecordsNoEvent: the pod webhook declares sideEffects: None, so a dry-run
+// creation (kubectl apply --dry-run=server) of a pod whose sidecar breaks the namespace's Pod
+// Security Standard records no event on the SidecarSet, while the same creation for real does.
+func TestDryRunAdmissionRecordsNoEvent(t *testing.T) {
+	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	set := sidecarSet("dry-run-agent", "dry")
+	set.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	createSet(t, set)
+	dry := appPod(ns, "dry-0", "dry", true)
+	restricted(&dry.Spec.Containers[0])
+	if err := k8s.Create(ctx, dry, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity") {
+		t.Fatalf("dry-run creation: %v; want PodSecurity's refusal", err)
+	}
+
+	// The real creation's event comes through the same recorder after the dry run's would have.
+	created := appPod(ns, "real-0", "dry", true)
+	restricted(&created.Spec.Containers[0])
+	if err := k8s.Create(ctx, created); !apierrors.IsForbidden(err) {
+		t.Fatalf("creation: %v; want PodSecurity's refusal", err)
+	}
+	waitForSetEvent(t, set, "ViolatesPodSecurity", ns+"/real-0")
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		var list eventsv1.EventList
+		must(t, k8s.List(ctx, &list))
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "SidecarSet" && e.Regarding.Name == set.Name && (strings.Contains(e.Note, "dry-0") || e.Series != nil) {
+				t.Fatalf("an event was recorded for the dry run: %s: %s (series %v)", e.Reason, e.Note, e.Series)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
