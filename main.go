@@ -36,6 +36,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
+	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
 // olmCertDir is where OLM mounts the webhook serving certificate (tls.crt, tls.key); it is
@@ -133,11 +134,13 @@ func run(f flags) error {
 	// (Kubernetes 1.37 compresses WatchList streams for clients that accept gzip), the API
 	// server being what limits pod creation on a busy control plane (docs/benchmarks.md).
 	cfg.DisableCompression = true
+	// controller-runtime's webhook server with read, write and idle timeouts.
+	webhookServer := ourwebhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(namespace),
 		Metrics:                 metricsOpts,
-		WebhookServer:           webhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS}),
+		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,

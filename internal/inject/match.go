@@ -1,6 +1,7 @@
 package inject
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -23,6 +24,16 @@ const (
 // OptedIn reports whether Pod labels carry the opt-in label.
 func OptedIn(podLabels map[string]string) bool {
 	return podLabels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue
+}
+
+// MirrorPod reports whether Pod annotations mark a mirror pod: the API server's copy of a
+// static pod, which the kubelet creates from a manifest on its node and runs from that
+// manifest, never from this object. Injecting one would show sidecars that do not run (or
+// get it refused: a mirror pod may not reference ConfigMaps or Secrets), so mirror pods are
+// never injected and their SidecarSets count them as excluded.
+func MirrorPod(podAnnotations map[string]string) bool {
+	_, ok := podAnnotations[corev1.MirrorPodAnnotationKey]
+	return ok
 }
 
 // SelectsPod reports whether the SidecarSet's pod selector matches the labels. It does not

@@ -48,21 +48,17 @@ func ParseRecords(annotations map[string]string) (Records, error) {
 // InjectedHash returns the hash the named SidecarSet injected the Pod with, or "" when the
 // annotation does not name it. It never fails: a malformed annotation names no SidecarSet.
 //
-// Status computation calls it for every matched Pod, so it first looks for the record in the
-// exact form Encode writes (names are DNS labels and hashes hex, so the key cannot occur
-// elsewhere in the value) and parses the JSON only when that form is not found.
+// Status computation calls it for every matched Pod, so it first reads the annotation with
+// encodedHash, which takes only the form Encode writes, and parses the JSON only for any other
+// form. Both give the same answer for every annotation (FuzzInjectedHash): a key that looks
+// like the set's anywhere but at the top level of the object is no record of it.
 func InjectedHash(annotations map[string]string, setName string) (string, bool) {
 	raw := annotations[appsv1alpha1.StatusAnnotation]
 	if raw == "" {
 		return "", false
 	}
-	key := `"` + setName + `":{"hash":"`
-	if i := strings.Index(raw, key); i >= 0 && i == strings.LastIndex(raw, key) &&
-		(i == 1 && raw[0] == '{' || i > 1 && raw[i-1] == ',') && json.Valid([]byte(raw)) {
-		rest := raw[i+len(key):]
-		if j := strings.IndexByte(rest, '"'); j >= 0 && isHex(rest[:j]) {
-			return rest[:j], true
-		}
+	if hash, found, ok := encodedHash(raw, setName); ok {
+		return hash, found
 	}
 	r, err := ParseRecords(annotations)
 	if err != nil {
@@ -72,9 +68,153 @@ func InjectedHash(annotations map[string]string, setName string) (string, bool) 
 	return rec.Hash, ok
 }
 
-func isHex(s string) bool {
+// encodedHash reads the hash recorded for setName from raw, found false when raw records no
+// such set. ok is false, and raw must be parsed, unless raw is exactly in the form Encode
+// writes: an object whose keys are plain strings in increasing order (so none repeats), each
+// holding a record whose members are the Record fields in their order, hash first (so none
+// repeats, none is unknown, and each has its type). Within that form ParseRecords reads what
+// this reads; everything else (whitespace, escapes in names or hashes, other member orders, a
+// null, nesting) is the JSON decoder's to read.
+func encodedHash(raw, setName string) (hash string, found, ok bool) {
+	c := cursor{s: raw}
+	if !c.eat("{") {
+		return "", false, false
+	}
+	if c.eat("}") {
+		return "", false, c.i == len(raw)
+	}
+	for prev, first := "", true; ; first = false {
+		name, ok := c.plain()
+		if !ok || !first && name <= prev || !c.eat(":") {
+			return "", false, false
+		}
+		h, ok := c.record()
+		if !ok {
+			return "", false, false
+		}
+		if name == setName {
+			hash, found = h, true
+		}
+		prev = name
+		if c.eat("}") {
+			return hash, found, c.i == len(raw)
+		}
+		if !c.eat(",") {
+			return "", false, false
+		}
+	}
+}
+
+// recordLists are the list members of a Record as Encode writes them, in their order.
+var recordLists = [...]string{`,"containers":`, `,"initContainers":`, `,"volumes":`, `,"imagePullSecrets":`, `,"notShared":`}
+
+// cursor walks a record annotation in the form Encode writes (see encodedHash).
+type cursor struct {
+	s string
+	i int
+}
+
+// eat consumes lit when it comes next.
+func (c *cursor) eat(lit string) bool {
+	if strings.HasPrefix(c.s[c.i:], lit) {
+		c.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// record consumes a Record and returns its hash.
+func (c *cursor) record() (string, bool) {
+	if !c.eat(`{"hash":`) {
+		return "", false
+	}
+	hash, ok := c.plain()
+	if !ok {
+		return "", false
+	}
+	for _, member := range recordLists {
+		if c.eat(member) && !c.list() {
+			return "", false
+		}
+	}
+	return hash, c.eat("}")
+}
+
+// plain consumes a string of printable ASCII without escapes (which decodes to itself) and
+// returns it.
+func (c *cursor) plain() (string, bool) {
+	if !c.eat(`"`) {
+		return "", false
+	}
+	for start := c.i; c.i < len(c.s); c.i++ {
+		switch b := c.s[c.i]; {
+		case b == '"':
+			c.i++
+			return c.s[start : c.i-1], true
+		case b < 0x20 || b > 0x7e || b == '\\':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// list consumes an array of strings.
+func (c *cursor) list() bool {
+	if !c.eat("[") {
+		return false
+	}
+	if c.eat("]") {
+		return true
+	}
+	for c.str() {
+		if c.eat("]") {
+			return true
+		}
+		if !c.eat(",") {
+			return false
+		}
+	}
+	return false
+}
+
+// str consumes a JSON string, escapes included (its value is not needed).
+func (c *cursor) str() bool {
+	if !c.eat(`"`) {
+		return false
+	}
+	for c.i < len(c.s) {
+		b := c.s[c.i]
+		c.i++
+		switch {
+		case b == '"':
+			return true
+		case b < 0x20:
+			return false
+		case b == '\\':
+			if c.i >= len(c.s) {
+				return false
+			}
+			e := c.s[c.i]
+			c.i++
+			switch e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if c.i+4 > len(c.s) || !hexDigits(c.s[c.i:c.i+4]) {
+					return false
+				}
+				c.i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// hexDigits reports whether s is hexadecimal digits, of either case.
+func hexDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
 			return false
 		}
 	}

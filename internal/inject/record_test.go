@@ -156,34 +156,76 @@ func TestRefusedErrorMessage(t *testing.T) {
 	}
 }
 
-// TestInjectedHashAgreesWithParseRecords: the fast path of InjectedHash must give exactly what
-// parsing the annotation gives, for the form Encode writes and for hand-written variants.
-func TestInjectedHashAgreesWithParseRecords(t *testing.T) {
-	annotations := []string{
+// recordAnnotations are status annotations as the operator writes them and as a pod's author
+// may write them by hand, each a way the fast reader could part from ParseRecords: a set's key
+// nested in another set's record (which ParseRecords ignores as an unknown field), repeated
+// keys (the decoder keeps the last), keys in other cases or spelled with escapes, a record of
+// the wrong type elsewhere (ParseRecords fails, and names no set), whitespace, null.
+func recordAnnotations() []string {
+	return []string{
 		inject.Records{"a": {Hash: "0123abcd"}, "b": {Hash: "ffff", Containers: []string{"x"}}, "ab": {Hash: "1"}}.Encode(),
+		inject.Records{"a": {Hash: "0123abcd", Containers: []string{"c"}, InitContainers: []string{"i"}, Volumes: []string{"v"},
+			ImagePullSecrets: []string{"p"}, NotShared: []string{`data (/data): "Bidirectional" <propagation> \ é`}}}.Encode(),
 		`{"b":{"containers":["a"],"hash":"beef"},"a":{"hash":"cafe"}}`,
 		`{ "a" : { "hash" : "cafe" } }`,
 		`{"xa":{"hash":"dead"},"a":{"hash":"NOT-HEX"}}`,
 		`{"a":{"hash":"cafe"`,
 		`{"a":{"hash":"cafe"},"a":{"hash":"beef"}}`,
+		`{"b":{"hash":"1","a":{"hash":"cafe"}}}`,
+		`{"b":{"hash":"1","x":{"a":{"hash":"cafe"}}}}`,
+		`{"b":{"hash":"1","containers":["x"],"a":{"hash":"cafe"}},"c":{"hash":"2"}}`,
+		`{"b":{"hash":"1"},"a":{"hash":"cafe","hash":"beef"}}`,
+		`{"a":{"hash":"cafe","Hash":"beef"}}`,
+		`{"a":{"hash":"cafe"},"\u0061":{"hash":"beef"}}`,
+		`{"\u0061":{"hash":"beef"},"a":{"hash":"cafe"}}`,
+		`{"a":{"hash":"ca\u0066e"}}`,
+		`{"a":{"hash":"cafe"},"b":"x"}`,
+		`{"a":{"hash":"cafe","containers":"x"}}`,
+		`{"a":{"hash":"cafe","containers":null}}`,
+		`{"a":{"hash":"cafe","other":1}}`,
+		`{"a":null}`,
+		`{"a":{"hash":"cafe"}} `,
+		`{"a":{"hash":"cafe"}}x`,
+		`{"a":{"hash":"cafe","containers":["\x"]}}`,
+		`{"a":{"hash":"cafe","containers":["\u00e9\uD83D\uDE00"]}}`,
+		`null`,
 		`not json`,
 		`{}`,
 		``,
 	}
-	for _, raw := range annotations {
+}
+
+// agreesWithParseRecords fails the test when InjectedHash and ParseRecords disagree on raw.
+func agreesWithParseRecords(t *testing.T, raw, set string) {
+	t.Helper()
+	ann := map[string]string{appsv1alpha1.StatusAnnotation: raw}
+	got, gotOK := inject.InjectedHash(ann, set)
+	recs, err := inject.ParseRecords(ann)
+	rec, wantOK := recs[set]
+	if err != nil {
+		rec, wantOK = inject.Record{}, false
+	}
+	if got != rec.Hash || gotOK != wantOK {
+		t.Errorf("InjectedHash(%q, %q) = %q, %v; ParseRecords says %q, %v", raw, set, got, gotOK, rec.Hash, wantOK)
+	}
+}
+
+// TestInjectedHashAgreesWithParseRecords: the fast path of InjectedHash must give exactly what
+// parsing the annotation gives, for the form Encode writes and for hand-written variants.
+func TestInjectedHashAgreesWithParseRecords(t *testing.T) {
+	for _, raw := range recordAnnotations() {
 		for _, set := range []string{"a", "b", "ab", "xa", "missing"} {
-			ann := map[string]string{appsv1alpha1.StatusAnnotation: raw}
-			got, gotOK := inject.InjectedHash(ann, set)
-			recs, err := inject.ParseRecords(ann)
-			rec, wantOK := recs[set]
-			if err != nil {
-				wantOK = false
-			}
-			if got != rec.Hash && wantOK || gotOK != wantOK {
-				t.Errorf("InjectedHash(%q, %q) = %q, %v; ParseRecords says %q, %v", raw, set, got, gotOK, rec.Hash, wantOK)
-			}
+			agreesWithParseRecords(t, raw, set)
 		}
 	}
+}
+
+// FuzzInjectedHash: InjectedHash and ParseRecords agree on every annotation and set name.
+func FuzzInjectedHash(f *testing.F) {
+	for _, raw := range recordAnnotations() {
+		f.Add(raw, "a")
+	}
+	f.Fuzz(agreesWithParseRecords)
 }
 
 func BenchmarkInjectedHash(b *testing.B) {

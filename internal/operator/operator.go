@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -235,13 +234,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 		PodSecurity:        podSecurity,
 		Recorder:           mgr.GetEventRecorder("sidecarset-injector"),
 		ExcludedNamespaces: excluded,
-		NamespaceLabels: func(ctx context.Context, name string) (map[string]string, error) {
-			var ns corev1.Namespace
-			if err := reader.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
-				return nil, err
-			}
-			return ns.Labels, nil
-		},
+		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
 	}
 	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath,

@@ -125,7 +125,7 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 		return s, false
 	}
 	s.Pod = pod
-	if scope.Excludes(pod.Namespace, nsLabels) {
+	if scope.Excludes(pod.Namespace, nsLabels) || inject.MirrorPod(pod.Annotations) {
 		s.Excluded = true
 		return s, true
 	}

@@ -36,6 +36,7 @@ const (
 	reasonNotPodCreate      = "NotPodCreate"
 	reasonExcludedNamespace = "ExcludedNamespace"
 	reasonNotOptedIn        = "NotOptedIn"
+	reasonMirrorPod         = "MirrorPod"
 	reasonNoMatch           = "NoMatchingSidecarSet"
 	reasonUnchanged         = "AlreadyInjected"
 	reasonInjected          = "Injected"

@@ -33,7 +33,7 @@ const PodInjectorPath = "/mutate-v1-pod"
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
-// NamespaceLabelsFunc returns the labels of a namespace, from a cache.
+// NamespaceLabelsFunc returns the labels of a namespace.
 type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]string, error)
 
 // PodInjector mutates opted-in Pods at creation. The API server only calls it for Pods with the
@@ -41,7 +41,8 @@ type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]stri
 type PodInjector struct {
 	// Sets is the compiled view of every SidecarSet.
 	Sets *snapshot.Store
-	// NamespaceLabels looks a namespace's labels up in the manager's cache.
+	// NamespaceLabels looks a namespace's labels up: in the manager's cache, and in the API
+	// server when the cache does not have it yet (NamespaceLabelsFrom).
 	NamespaceLabels NamespaceLabelsFunc
 	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
 	// operator's own namespace and kube-system.
@@ -97,6 +98,9 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 	}
 	if !inject.OptedIn(meta.Labels) {
 		return skip(reasonNotOptedIn, "pod does not carry the opt-in label")
+	}
+	if inject.MirrorPod(meta.Annotations) {
+		return skip(reasonMirrorPod, "mirror pods are never injected: the kubelet runs the static pod's manifest, not this object")
 	}
 	if !h.Sets.Ready() {
 		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
@@ -177,7 +181,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 			return decodeError(err)
 		}
 	}
-	return h.inject(ctx, req.Object.Raw, admitted, pod, candidates, snap.Get)
+	return h.inject(ctx, req, admitted, pod, candidates, snap.Get)
 }
 
 func decodeError(err error) admission.Response {
@@ -185,7 +189,7 @@ func decodeError(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
-func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
+func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
 	known func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
@@ -235,7 +239,9 @@ func (h *PodInjector) inject(ctx context.Context, raw []byte, entries inject.Adm
 	for _, name := range res.Injected {
 		decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
-	res.Warnings = append(res.Warnings, h.podSecurityWarnings(raw, in, res)...)
+	// A dry run has no side effects (the webhook says sideEffects: None): no event.
+	dryRun := req.DryRun != nil && *req.DryRun
+	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, !dryRun)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
 	return admission.Patched("", ops...).WithWarnings(res.Warnings...)
@@ -255,9 +261,10 @@ func podName(pod *corev1.Pod) string {
 }
 
 // podSecurityWarnings says which SidecarSets make the pod break its namespace's enforced Pod
-// Security Standard (PodSecurity admission then refuses it), and records it on those sets.
+// Security Standard (PodSecurity admission then refuses it), and, when record, records it on
+// those sets.
 // The checks read the whole pod, so in such namespaces it is decoded whole and injected again.
-func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result) []string {
+func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result, record bool) []string {
 	lv, ok := h.PodSecurity.Enforced(in.NamespaceLabels)
 	if !ok {
 		return nil
@@ -280,7 +287,7 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 		"change the sidecars' securityContext, or narrow the SidecarSet's selectors away from namespace %s",
 		strings.Join(res.Injected, ", "), whole.Namespace, podName(&whole), violation, whole.Namespace)
 	for _, c := range in.Sets {
-		if slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
+		if record && slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
 			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", msg)
 		}
 	}

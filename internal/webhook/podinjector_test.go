@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
@@ -220,6 +221,16 @@ func TestPodInjectorGuards(t *testing.T) {
 		},
 		allowed: true, code: http.StatusOK, msg: "opt-in label",
 		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
+	}, {
+		// The kubelet runs a static pod from its manifest; its mirror pod is never injected.
+		name: "mirror pod",
+		edit: func(r *admission.Request) {
+			pod := optedInPod("web", nil)
+			pod.Annotations[corev1.MirrorPodAnnotationKey] = "3c9a1f2e"
+			r.Object.Raw = mustMarshal(t, pod)
+		},
+		allowed: true, code: http.StatusOK, msg: "mirror pods are never injected",
+		wantMetric: [2]string{resultSkipped, reasonMirrorPod},
 	}, {
 		name:     "store not synced",
 		injector: func(h *PodInjector) { h.Sets.SetSynced(func() bool { return false }) },
@@ -914,5 +925,49 @@ func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 	resp := handle(t, testInjector(t), rawRequest(t, mustMarshal(t, clash), clash.Namespace))
 	if resp.Allowed || len(resp.Patches) > 0 {
 		t.Errorf("a clashing marked pod: allowed %v, patches %v; want the denial alone", resp.Allowed, resp.Patches)
+	}
+}
+
+// TestDryRunRecordsNoEvent: the webhook is registered with sideEffects: None, so a dry-run
+// admission (kubectl --dry-run=server, a GitOps diff) warns as any other but records no event;
+// the same admission for real does.
+func TestDryRunRecordsNoEvent(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		dryRun    *bool
+		wantEvent bool
+	}{
+		{name: "dry run", dryRun: ptrTo(true), wantEvent: false},
+		{name: "not a dry run", dryRun: ptrTo(false), wantEvent: true},
+		{name: "dry run not said", dryRun: nil, wantEvent: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := logAgentSet("log-agent", nil)
+			set.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptrTo(true)}
+			podSecurity, err := NewPodSecurity()
+			if err != nil {
+				t.Fatal(err)
+			}
+			recorder := events.NewFakeRecorder(10)
+			h := testInjector(t)
+			h.Sets = storeOf(t, ptrTo(func() bool { return true }), set)
+			h.PodSecurity, h.Recorder = podSecurity, recorder
+			h.NamespaceLabels = namespaceLabels(map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}, nil)
+			req := rawRequest(t, mustMarshal(t, optedInPod("web", nil)), "web")
+			req.DryRun = tt.dryRun
+
+			resp := handle(t, h, req)
+
+			if !resp.Allowed || len(resp.Patches) == 0 || !slices.ContainsFunc(resp.Warnings, func(w string) bool { return contains(w, "log-agent", "privileged") }) {
+				t.Fatalf("want the pod injected with a warning naming the set: allowed %v, %d operations, warnings %q", resp.Allowed, len(resp.Patches), resp.Warnings)
+			}
+			var recorded []string
+			for len(recorder.Events) > 0 {
+				recorded = append(recorded, <-recorder.Events)
+			}
+			if got := slices.ContainsFunc(recorded, func(e string) bool { return contains(e, "ViolatesPodSecurity") }); got != tt.wantEvent {
+				t.Errorf("ViolatesPodSecurity event recorded: %v, want %v (events %q)", got, tt.wantEvent, recorded)
+			}
+		})
 	}
 }

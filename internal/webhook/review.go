@@ -44,11 +44,12 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.Webhook.ServeHTTP(w, r)
 		return
 	}
-	body := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, body)
+	body, err := readBody(r.Body, int(r.ContentLength))
 	_ = r.Body.Close()
 	if err != nil {
-		rv.Webhook.ServeHTTP(w, withBody(r, nil))
+		// As controller-runtime answers a body it cannot read.
+		writeReview(w, admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"),
+			admission.Errored(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)))
 		return
 	}
 	req, gvk, err := decodeReview(body)
@@ -56,11 +57,16 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.Webhook.ServeHTTP(w, withBody(r, body))
 		return
 	}
-	resp := rv.Webhook.Handle(r.Context(), req)
+	writeReview(w, gvk, rv.Webhook.Handle(r.Context(), req))
+}
+
+// writeReview answers with the review of resp.
+func writeReview(w http.ResponseWriter, gvk schema.GroupVersionKind, resp admission.Response) {
 	encoded, ok := appendReview(make([]byte, 0, 256+len(resp.Patch)*4/3), gvk, &resp.AdmissionResponse)
 	if !ok {
 		out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
 		out.SetGroupVersionKind(gvk)
+		var err error
 		if encoded, err = json.Marshal(out); err != nil {
 			// The response is plain data: this cannot happen.
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -69,6 +75,37 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(encoded)
+}
+
+// firstRead is the buffer a body is first read into: a pod's AdmissionReview (a few KiB, tens
+// with managedFields) fits, so a typical admission reads its body with one allocation.
+const firstRead = 64 << 10
+
+// readBody reads a body that declares length bytes into a buffer that grows, by doubling and
+// never beyond length, only as the bytes arrive. The declared length is the client's word: a
+// buffer of that size allocated up front lets every connection that sends headers alone hold
+// maxReviewSize of the manager's memory (32 such connections, 224 MiB). A body shorter than it
+// declared is io.ErrUnexpectedEOF.
+func readBody(r io.Reader, length int) ([]byte, error) {
+	buf := make([]byte, 0, min(length, firstRead))
+	for len(buf) < length {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), length))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(err, io.EOF) && len(buf) < length:
+			return nil, io.ErrUnexpectedEOF
+		case errors.Is(err, io.EOF):
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // appendReview appends the review answering with r, written as json.Marshal writes it

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
+	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
 var (
@@ -123,7 +124,7 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 		Cache:                  operator.CacheOptions(operatorNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: ourwebhook.NewServer(webhook.Options{
 			Host: hooks.LocalServingHost, Port: hooks.LocalServingPort, CertDir: hooks.LocalServingCertDir,
 		}),
 	})

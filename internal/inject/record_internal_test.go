@@ -1,0 +1,36 @@
+package inject
+
+import "testing"
+
+// TestEncodedHashReadsWhatEncodeWrites: the annotation as the operator writes it is read by
+// the fast path (status reads it for every matched pod), not left to the JSON decoder.
+func TestEncodedHashReadsWhatEncodeWrites(t *testing.T) {
+	tests := []struct {
+		name    string
+		records Records
+		set     string
+		want    string
+		found   bool
+	}{
+		{name: "no records", records: Records{}, set: "log-agent"},
+		{name: "hash only", records: Records{"log-agent": {Hash: "80537cf62621b3ac"}}, set: "log-agent", want: "80537cf62621b3ac", found: true},
+		{name: "every field, the last set", records: Records{
+			"log-agent": {Hash: "1", Containers: []string{"log-agent"}},
+			"mesh-proxy": {Hash: "2", Containers: []string{"a", "b"}, InitContainers: []string{"mesh-proxy"}, Volumes: []string{"certs"},
+				ImagePullSecrets: []string{"ghcr"}, NotShared: []string{`data (/data): "Bidirectional" <mount> & more`}},
+		}, set: "mesh-proxy", want: "2", found: true},
+		{name: "another set", records: Records{"log-agent": {Hash: "1"}, "mesh-proxy": {Hash: "2"}}, set: "proxy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := tt.records.Encode()
+			hash, found, ok := encodedHash(raw, tt.set)
+			if !ok {
+				t.Fatalf("encodedHash(%s) left the annotation to the JSON decoder", raw)
+			}
+			if hash != tt.want || found != tt.found {
+				t.Errorf("encodedHash(%s, %q) = %q, %v; want %q, %v", raw, tt.set, hash, found, tt.want, tt.found)
+			}
+		})
+	}
+}
