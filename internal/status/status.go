@@ -125,13 +125,13 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 		return s, false
 	}
 	s.Pod = pod
+	s.Terminating = pod.DeletionTimestamp != nil
 	if scope.Excludes(pod.Namespace, nsLabels) || inject.MirrorPod(pod.Annotations) {
 		s.Excluded = true
 		return s, true
 	}
 	hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
 	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
-	s.Terminating = pod.DeletionTimestamp != nil
 	s.Running = !injected || runsDeclaredImages(set, pod)
 	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
 	s.Starting = !s.Terminating && starting(pod)
