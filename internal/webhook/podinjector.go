@@ -283,12 +283,15 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 	if violation == "" {
 		return nil
 	}
-	msg := fmt.Sprintf("injecting SidecarSet(s) %s into pod %s/%s %s; PodSecurity admission will refuse the pod: "+
-		"change the sidecars' securityContext, or narrow the SidecarSet's selectors away from namespace %s",
-		strings.Join(res.Injected, ", "), whole.Namespace, podName(&whole), violation, whole.Namespace)
+	const advice = "; PodSecurity admission will refuse the pod: change the sidecars' securityContext, or narrow the SidecarSet's selectors away from namespace "
+	sets := strings.Join(res.Injected, ", ")
+	msg := fmt.Sprintf("injecting SidecarSet(s) %s into pod %s/%s %s%s%s", sets, whole.Namespace, podName(&whole), violation, advice, whole.Namespace)
+	// The event on the cluster-scoped set is read by anyone who may read SidecarSets: it names
+	// the namespace, not the pod (the pod's author gets the warning, which names it).
+	note := fmt.Sprintf("injecting SidecarSet(s) %s into a pod of namespace %s %s%s%s", sets, whole.Namespace, violation, advice, whole.Namespace)
 	for _, c := range in.Sets {
 		if record && slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
-			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", msg)
+			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", note)
 		}
 	}
 	return []string{msg}

@@ -37,5 +37,5 @@ func TestPodSecurityStaysEffectiveOnInjectedPods(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !contains(err.Error(), "violates PodSecurity", `"privileged-agent-agent"`) {
 		t.Fatalf("creating the opted-in pod: %v; want PodSecurity's refusal naming the sidecar container", err)
 	}
-	waitForSetEvent(t, set, "ViolatesPodSecurity", ns, "privileged")
+	waitForSetEvent(t, set, "ViolatesPodSecurity", "a pod of namespace "+ns, "privileged")
 }
