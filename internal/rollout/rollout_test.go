@@ -181,6 +181,7 @@ func TestRolloutSimulation(t *testing.T) {
 	if started < 1000 {
 		t.Fatalf("the simulation started only %d updates: it tests nothing", started)
 	}
+	t.Logf("%d updates started over 500 random rollouts", started)
 }
 
 func unavailableByNamespace(ps []Pod) map[string]int {
