@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -311,9 +312,12 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 			ops = append(ops, addOp("/spec/volumes/-", lit))
 		}
 	}
-	secretNames := make([]string, len(spec.ImagePullSecrets))
-	for i, s := range spec.ImagePullSecrets {
-		secretNames[i] = s.Name
+	// A name listed twice is added once, as the engine adds it.
+	var secretNames []string
+	for _, s := range spec.ImagePullSecrets {
+		if !slices.Contains(secretNames, s.Name) {
+			secretNames = append(secretNames, s.Name)
+		}
 	}
 	if len(secretNames) > 0 {
 		ops = append(ops,
@@ -325,7 +329,7 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 	vars := append([]admissionregistrationv1.Variable{
 		{Name: "clash", Expression: clash(spec, volumes, external)},
 		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
-		{Name: "record", Expression: record(set.Name, hash, spec, volumes)},
+		{Name: "record", Expression: record(set.Name, hash, spec, volumes, secretNames)},
 	}, ac.variables...)
 	route := "variables.recorded || variables.others || variables.clash"
 	if uncopied, ok := ac.uncopiedVariable(); ok {
@@ -442,7 +446,7 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 
 // record is a CEL string: the status annotation the engine writes, byte for byte (a pod with
 // an earlier record is routed, so this set's entry is the only one).
-func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume) string {
+func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, secretNames []string) string {
 	rec := inject.Record{Hash: hash}
 	for i := range spec.Containers {
 		rec.Containers = append(rec.Containers, spec.Containers[i].Name)
@@ -457,10 +461,26 @@ func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []core
 	// (notShared is never set without shareVolumePolicy).
 	enc := inject.Records{name: rec}.Encode()
 	head := strings.TrimSuffix(enc, "}}")
-	if len(spec.ImagePullSecrets) == 0 {
+	if len(secretNames) == 0 {
 		return quote(enc)
 	}
-	return fmt.Sprintf(`%s + (variables.secrets.size() == 0 ? "" : ",\"imagePullSecrets\":[" + variables.secrets.map(n, "\"" + n + "\"").join(",") + "]") + "}}"`, quote(head))
+	return fmt.Sprintf(`%s + (variables.secrets.size() == 0 ? "" : ",\"imagePullSecrets\":[" + variables.secrets.map(n, %s[n]).join(",") + "]") + "}}"`,
+		quote(head), encodedNames(secretNames))
+}
+
+// encodedNames is a CEL map from each pull secret name to its JSON string, encoded here as the
+// engine encodes its record: the record is spliced from these as data, so a name holding a
+// quote or a backslash can neither break the JSON nor add an entry of its own.
+func encodedNames(names []string) string {
+	entries := make([]string, len(names))
+	for i, n := range names {
+		raw, err := json.Marshal(n)
+		if err != nil {
+			panic(fmt.Sprintf("encoding a string: %v", err)) // strings always encode
+		}
+		entries[i] = quote(n) + ": " + quote(string(raw))
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
 }
 
 // annotationOps writes the record and, when sidecars join spec.containers and the pod names
