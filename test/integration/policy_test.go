@@ -455,9 +455,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	for k := range policy.MaxTransfers {
 		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", k), Value: "v"})
 	}
-	// 64 mounts of the app's own (with /data), each shared into every sidecar, as is the
-	// ServiceAccount token's mount the API server adds before.
-	for k := range 63 {
+	// policy.MaxSharedMounts app mounts, the most a policy shares: /data, these, and the
+	// ServiceAccount token's mount the API server adds before; each shared into every sidecar.
+	for k := range policy.MaxSharedMounts - 2 {
 		name := fmt.Sprintf("app-%d", k)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/app/" + name})
@@ -486,6 +486,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 			return false, fmt.Sprintf("%d of %d transferred variables in the sidecars", transferred, policy.MaxTransfers)
 		}
 		app := got.Spec.Containers[0].VolumeMounts
+		if len(app) != policy.MaxSharedMounts {
+			return false, fmt.Sprintf("the app has %d mounts, want policy.MaxSharedMounts (%d)", len(app), policy.MaxSharedMounts)
+		}
 		for _, c := range append(got.Spec.Containers[1:], got.Spec.InitContainers...) {
 			if len(c.VolumeMounts) < len(app) || !cmp.Equal(c.VolumeMounts[len(c.VolumeMounts)-len(app):], app) {
 				return false, fmt.Sprintf("sidecar %s does not end with the app's %d mounts: %v", c.Name, len(app), c.VolumeMounts)
