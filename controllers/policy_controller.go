@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,9 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
 // renderedAnnotation holds, on a rendered policy or binding, a digest of what was rendered, so
@@ -39,9 +46,16 @@ var policiesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "
 type PolicyReconciler struct {
 	// Client reads SidecarSets and the rendered objects from the manager's cache.
 	Client client.Client
+	// Sets is the webhook's view of the SidecarSets: a set it has stopped for a conflict gets a
+	// policy that routes all its pods to the webhook, which injects nothing of it.
+	Sets *snapshot.Store
 	// Options are the webhook's settings the policies repeat.
 	Options policy.Options
 }
+
+// snapshotLag is how soon a reconcile that found the webhook's view behind the cache (a set's
+// new generation not compiled there yet) runs again.
+const snapshotLag = 100 * time.Millisecond
 
 // Reconcile renders every set's policy and binding and writes those that changed.
 func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
@@ -57,12 +71,20 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	snap := r.Sets.Load()
 	keep := map[string]bool{}
+	lagging := false
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
 			continue
 		}
-		compiled, err := policy.Compile(set, sets, revs, r.Options)
+		stopped, seen := stoppedBy(snap, set)
+		if !seen {
+			// Whether the webhook stops it is not known yet: keep what is rendered.
+			keep[policy.Name(set.Name)], lagging = true, true
+			continue
+		}
+		compiled, err := policy.CompileRouted(set, sets, revs, r.Options, stopped)
 		if err != nil {
 			// Only a set written while validation was down; its status says Invalid.
 			ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
@@ -76,7 +98,35 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{}, r.prune(ctx, keep)
+	if err := r.prune(ctx, keep); err != nil {
+		return ctrl.Result{}, err
+	}
+	if lagging {
+		return ctrl.Result{RequeueAfter: snapshotLag}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// stoppedBy says whether the webhook's view has compiled this generation of set (seen), and if
+// it has stopped it for a conflict with an older set, why (nil when it injects).
+func stoppedBy(snap *snapshot.Snapshot, set *appsv1alpha1.SidecarSet) (*policy.Unsupported, bool) {
+	i, found := slices.BinarySearchFunc(snap.Valid, set.Name, func(c *inject.CompiledSet, name string) int {
+		return strings.Compare(c.Name(), name)
+	})
+	if !found {
+		// Not compiled there: an invalid set, which Compile refuses as well, or one not seen yet.
+		_, invalid := snap.Invalid[set.Name]
+		return nil, invalid
+	}
+	if c := snap.Valid[i].Set; c.UID != set.UID || c.Generation != set.Generation {
+		return nil, false
+	}
+	for _, c := range snap.Conflicts[set.Name] {
+		if c.Stopped {
+			return policy.Stopped(c.With), true
+		}
+	}
+	return nil, true
 }
 
 // write creates want, owned by set, or updates the stored object when its rendering differs.
@@ -166,7 +216,12 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("policy").
 		Watches(&appsv1alpha1.SidecarSet{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&admissionregistrationv1.MutatingAdmissionPolicy{}, all).
-		Watches(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, all)
+		Watches(&admissionregistrationv1.MutatingAdmissionPolicyBinding{}, all).
+		// A set is stopped, or resumes, when another set changes: the Store says when.
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.Sets.Subscribe(func([]string) { q.Add(policiesKey) })
+			return nil
+		}))
 	if r.Options.OperatorNamespace != "" {
 		// Revisions are stored, and readable, in the operator's namespace only.
 		b = b.Watches(&appsv1.ControllerRevision{}, all)

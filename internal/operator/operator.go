@@ -176,7 +176,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
 	if policyMode {
-		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: opts.Namespace}}
+		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: store, Options: policy.Options{OperatorNamespace: opts.Namespace}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
 		}

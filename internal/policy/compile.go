@@ -68,6 +68,24 @@ func Name(set string) string { return "sidecarset-" + set }
 // stored, the policy routes the set's pods to the webhook, which injects the current spec and
 // warns (a policy cannot warn).
 func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options) (*Compiled, error) {
+	return compile(set, others, revs, opts, nil)
+}
+
+// CompileRouted renders set's policy and binding as Compile does, except that the policy routes
+// every pod the set selects to the webhook, for the reason why (see Stopped).
+func CompileRouted(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options, why *Unsupported) (*Compiled, error) {
+	return compile(set, others, revs, opts, why)
+}
+
+// Stopped is why a SidecarSet stopped by a conflict with an older one stays on the webhook: the
+// webhook injects nothing of it while the conflict lasts, and decides so at each admission from
+// its own view of the sets, which a policy cannot share.
+func Stopped(older string) *Unsupported {
+	return &Unsupported{Field: "spec", Reason: fmt.Sprintf(
+		"it conflicts with the older SidecarSet %q, which keeps injecting; the webhook injects nothing of this one while the conflict lasts (condition Conflict)", older)}
+}
+
+func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options, routed *Unsupported) (*Compiled, error) {
 	content, pin := Resolve(set, revs)
 	engine, err := inject.Compile(content)
 	if err != nil {
@@ -77,8 +95,11 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 	if err != nil {
 		return nil, err
 	}
-	out := &Compiled{Hash: engine.Hash, Unsupported: pin}
-	if pin == nil {
+	out := &Compiled{Hash: engine.Hash, Unsupported: routed}
+	if out.Unsupported == nil {
+		out.Unsupported = pin
+	}
+	if out.Unsupported == nil {
 		out.Unsupported = Check(content)
 	}
 	set = content

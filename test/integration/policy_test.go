@@ -262,23 +262,7 @@ func policyModeWebhook(t *testing.T) admissionregistrationv1.MutatingWebhook {
 // binding, owned by the set, and the API server then injects the set's pods with no webhook
 // call; a spec change reaches new pods; a deleted set's policy and binding go.
 func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
-	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
-	must(t, err)
-	scheme, err := operator.NewScheme()
-	must(t, err)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
-	must(t, err)
-	must(t, (&controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: operatorNamespace}}).SetupWithManager(mgr))
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		must(t, <-done)
-	})
-
+	startPolicyReconciler(t)
 	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
 	registerPolicyModeWebhook(t)
 
@@ -368,6 +352,30 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 		pErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &p)
 		bErr := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &b)
 		return apierrors.IsNotFound(pErr) && apierrors.IsNotFound(bErr), fmt.Sprintf("policy: %v, binding: %v", pErr, bErr)
+	})
+}
+
+// startPolicyReconciler runs the policy reconciler for one test, in a manager of its own with
+// the permissions config/policy-mode gives the manager's ServiceAccount, reading the suite's
+// SidecarSet snapshot (the webhook's view).
+func startPolicyReconciler(t *testing.T) {
+	t.Helper()
+	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
+	must(t, err)
+	scheme, err := operator.NewScheme()
+	must(t, err)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	must(t, err)
+	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, Options: policy.Options{OperatorNamespace: operatorNamespace}}
+	must(t, rec.SetupWithManager(mgr))
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		must(t, <-done)
 	})
 }
 
