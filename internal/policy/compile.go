@@ -32,6 +32,8 @@ const (
 type Options struct {
 	// OperatorNamespace is never injected, so the operator's own pods always start.
 	OperatorNamespace string
+	// ExcludedNamespaces are never injected either (the operator's --excluded-namespaces).
+	ExcludedNamespaces []string
 }
 
 // Compiled is the policy and binding that inject one SidecarSet.
@@ -267,10 +269,14 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 	}
 }
 
+// excludedNamespaces lists the namespaces the webhook never injects, as its registration does:
+// kube-system, the operator's, then the others (each once).
 func excludedNamespaces(opts Options) []string {
 	out := []string{metav1.NamespaceSystem}
-	if opts.OperatorNamespace != "" && opts.OperatorNamespace != metav1.NamespaceSystem {
-		out = append(out, opts.OperatorNamespace)
+	for _, ns := range append([]string{opts.OperatorNamespace}, opts.ExcludedNamespaces...) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
 	}
 	return out
 }
