@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -31,33 +32,49 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
-// renderedAnnotation holds, on a rendered policy or binding, a digest of what was rendered, so
-// that an object the API server has defaulted is rewritten only when our rendering changed.
-const renderedAnnotation = "sidecarset.io/rendered"
-
 // policiesKey is the one request PolicyReconciler serves: each set's policy names the other
 // sets' selectors, so every policy is rendered from the whole list.
 var policiesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sidecarset-policies"}}
+
+const (
+	// snapshotLag is how soon a reconcile that found the webhook's view behind the cache (a
+	// set's new generation not compiled there yet) runs again.
+	snapshotLag = 100 * time.Millisecond
+	// blockedRetry is how often a set whose policy name is taken by an object the operator did
+	// not render is tried again: that object carries none of the operator's labels, so no watch
+	// of the operator's sees it go.
+	blockedRetry = 10 * time.Second
+)
 
 // PolicyReconciler keeps, in policy mode, one MutatingAdmissionPolicy and binding per
 // SidecarSet (package policy renders them), owned by the set, and deletes those of sets that
 // are gone. Its RBAC is granted by the policy-mode kustomize component, not by the operator's
 // generated role: webhook mode never writes admission policies.
+//
+// What is stored is compared with what the reconciler last wrote: an object anyone else
+// changed (a hand edit, a field added) is replaced by the rendering again, whole. An object of
+// a rendered name that the operator did not render is never overwritten: the set's state says
+// so (Blocked), and the status reconciler's PolicyCompiled condition names it.
 type PolicyReconciler struct {
 	// Client reads SidecarSets and the rendered objects from the manager's cache.
 	Client client.Client
+	// APIReader reads a rendered object from the API server: the cache may be behind the
+	// reconciler's own last write, and holds only objects labelled as rendered.
+	APIReader client.Reader
 	// Sets is the webhook's view of the SidecarSets: a set it has stopped for a conflict gets a
 	// policy that routes all its pods to the webhook, which injects nothing of it.
 	Sets *snapshot.Store
+	// States receives what was done with each set's policy, for the PolicyCompiled condition
+	// (SetupWithManager makes one when nil).
+	States *PolicyStates
 	// Options are the webhook's settings the policies repeat.
 	Options policy.Options
+
+	written writtenObjects
 }
 
-// snapshotLag is how soon a reconcile that found the webhook's view behind the cache (a set's
-// new generation not compiled there yet) runs again.
-const snapshotLag = 100 * time.Millisecond
-
-// Reconcile renders every set's policy and binding and writes those that changed.
+// Reconcile renders every set's policy and binding and writes those that are not stored as
+// rendered.
 func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	var list appsv1alpha1.SidecarSetList
 	if err := r.Client.List(ctx, &list); err != nil {
@@ -73,7 +90,8 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	}
 	snap := r.Sets.Load()
 	keep := map[string]bool{}
-	lagging := false
+	states := map[string]PolicyState{}
+	var after time.Duration // when to run again, 0: not before a watch says so
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
 			continue
@@ -81,7 +99,11 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 		stopped, seen := stoppedBy(snap, set)
 		if !seen {
 			// Whether the webhook stops it is not known yet: keep what is rendered.
-			keep[policy.Name(set.Name)], lagging = true, true
+			keep[policy.Name(set.Name)] = true
+			if st, ok := r.States.Get(set.Name); ok {
+				states[set.Name] = st
+			}
+			after = soonest(after, snapshotLag)
 			continue
 		}
 		compiled, err := policy.CompileRouted(set, sets, revs, r.Options, stopped)
@@ -90,21 +112,51 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 			ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
 			continue
 		}
-		keep[compiled.Policy.Name] = true
-		if err := r.write(ctx, set, compiled.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}); err != nil {
+		st := PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: compiled.Unsupported}
+		if st.Blocked, err = r.writeAll(ctx, set, compiled); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.write(ctx, set, compiled.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}); err != nil {
-			return ctrl.Result{}, err
+		if st.Blocked == "" {
+			keep[compiled.Policy.Name] = true
+		} else {
+			after = soonest(after, blockedRetry)
 		}
+		states[set.Name] = st
 	}
+	r.States.replace(states)
 	if err := r.prune(ctx, keep); err != nil {
 		return ctrl.Result{}, err
 	}
-	if lagging {
-		return ctrl.Result{RequeueAfter: snapshotLag}, nil
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
 	}
-	return ctrl.Result{}, nil
+	return a
+}
+
+// writeAll writes the policy, then its binding. When an object of one of their names was not
+// rendered by the operator, it writes nothing and returns what that object is.
+func (r *PolicyReconciler) writeAll(ctx context.Context, set *appsv1alpha1.SidecarSet, c *policy.Compiled) (string, error) {
+	for _, o := range []struct{ want, have client.Object }{
+		{c.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}},
+		{c.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}},
+	} {
+		if foreign, err := r.foreign(ctx, set, o.want, o.have); foreign != "" || err != nil {
+			return foreign, err
+		}
+	}
+	for _, o := range []struct{ want, have client.Object }{
+		{c.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}},
+		{c.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}},
+	} {
+		if err := r.write(ctx, set, o.want, o.have); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // stoppedBy says whether the webhook's view has compiled this generation of set (seen), and if
@@ -129,38 +181,78 @@ func stoppedBy(snap *snapshot.Snapshot, set *appsv1alpha1.SidecarSet) (*policy.U
 	return nil, true
 }
 
-// write creates want, owned by set, or updates the stored object when its rendering differs.
+// foreign reads the stored object of want's name into have and says what it is when the
+// operator did not render it for set; "" when there is none or it is set's.
+func (r *PolicyReconciler) foreign(ctx context.Context, set *appsv1alpha1.SidecarSet, want, have client.Object) (string, error) {
+	// The cache holds only objects labelled as rendered: read the API server on a miss.
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading %s %s: %w", kindOf(want), want.GetName(), err)
+	case renderedFor(have, set):
+		return "", nil
+	}
+	return fmt.Sprintf("%s %s exists and was not rendered by the operator for this SidecarSet (it is not owned by it, nor labelled %s=%s and %s=%s)",
+		kindOf(want), want.GetName(), policy.ManagedByLabel, policy.ManagedByValue, policy.SetLabel, set.Name), nil
+}
+
+// renderedFor reports whether obj was rendered for set: owned by it, or labelled as rendered
+// for a set of its name (an earlier set of that name, whose objects the new one takes over).
+func renderedFor(obj client.Object, set *appsv1alpha1.SidecarSet) bool {
+	labels := obj.GetLabels()
+	return metav1.IsControlledBy(obj, set) ||
+		(labels[policy.ManagedByLabel] == policy.ManagedByValue && labels[policy.SetLabel] == set.Name)
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		return "MutatingAdmissionPolicy"
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		return "MutatingAdmissionPolicyBinding"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// write stores want, owned by set, unless the stored object is the one the reconciler last
+// wrote for this very rendering. Anything else stored (an edit by hand, a field someone added,
+// an object the cache has not caught up with) is read from the API server and replaced whole.
 // have is an empty object of want's type to read into.
 func (r *PolicyReconciler) write(ctx context.Context, set *appsv1alpha1.SidecarSet, want, have client.Object) error {
-	digest, err := rendering(want)
-	if err != nil {
-		return err
-	}
-	annotations := want.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[renderedAnnotation] = digest
-	want.SetAnnotations(annotations)
 	if err := controllerutil.SetControllerReference(set, want, r.Client.Scheme()); err != nil {
 		return err
 	}
+	rendered, err := rendering(want)
+	if err != nil {
+		return err
+	}
+	key := kindOf(want) + "/" + want.GetName()
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
-	switch {
-	case apierrors.IsNotFound(err):
+	if err == nil && r.written.unchanged(key, rendered, have) {
+		return nil
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have); apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("creating %T %s: %w", want, want.GetName(), err)
+			return fmt.Errorf("creating %s %s: %w", kindOf(want), want.GetName(), err)
 		}
+		r.written.note(key, rendered, want)
 		return nil
-	case err != nil:
-		return fmt.Errorf("reading %T %s: %w", want, want.GetName(), err)
-	case have.GetAnnotations()[renderedAnnotation] == digest && metav1.IsControlledBy(have, set):
-		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading %s %s: %w", kindOf(want), want.GetName(), err)
+	}
+	if r.written.unchanged(key, rendered, have) {
+		return nil // the cache is behind our last write
 	}
 	want.SetResourceVersion(have.GetResourceVersion())
 	if err := r.Client.Update(ctx, want); err != nil {
-		return fmt.Errorf("updating %T %s: %w", want, want.GetName(), err)
+		return fmt.Errorf("updating %s %s: %w", kindOf(want), want.GetName(), err)
 	}
+	r.written.note(key, rendered, want)
 	return nil
 }
 
@@ -172,6 +264,37 @@ func rendering(obj client.Object) (string, error) {
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8]), nil
+}
+
+// writtenObjects remembers, by kind and name, the rendering the reconciler last wrote and the
+// resourceVersion the API server stored it at: a stored object at that version is untouched
+// since, whatever defaults the API server added.
+type writtenObjects struct {
+	mu sync.Mutex
+	m  map[string]writtenObject
+}
+
+type writtenObject struct{ rendering, resourceVersion string }
+
+func (w *writtenObjects) unchanged(key, rendering string, stored client.Object) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[key] == writtenObject{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
+}
+
+func (w *writtenObjects) note(key, rendering string, stored client.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]writtenObject{}
+	}
+	w.m[key] = writtenObject{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
+}
+
+func (w *writtenObjects) forget(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, key)
 }
 
 // prune deletes the rendered policies and bindings no set needs any more (the garbage
@@ -199,16 +322,23 @@ func (r *PolicyReconciler) prune(ctx context.Context, keep map[string]bool) erro
 	}
 	for _, obj := range stale {
 		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+			return fmt.Errorf("deleting %s %s: %w", kindOf(obj), obj.GetName(), err)
 		}
+		r.written.forget(kindOf(obj) + "/" + obj.GetName())
 	}
 	return nil
 }
 
 // SetupWithManager registers the reconciler: any SidecarSet spec change, creation or deletion,
-// any change to a stored revision (a set may pin one), and any change to a rendered object,
-// renders the policies again.
+// any change to a stored revision (a set may pin one) or to a rendered object, and any change
+// to which sets the webhook stops, renders the policies again.
 func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.States == nil {
+		r.States = NewPolicyStates()
+	}
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{policiesKey}
 	})
@@ -229,22 +359,15 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-// PolicyCondition is the PolicyCompiled condition of a set in policy mode: whether its policy
-// injects the pods it selects, or routes them all to the webhook, and why. revs are the set's
-// stored revisions, for a set that pins one (see policy.Resolve).
+// PolicyCondition is what the PolicyCompiled condition of a set in policy mode says once its
+// policy is written: whether the policy injects the pods it selects, or routes them all to the
+// webhook, and why. revs are the set's stored revisions, for a set that pins one (see
+// policy.Resolve). PolicyStates.Condition is the condition to write: it also knows whether
+// the policy is written, and what keeps it from being written.
 func PolicyCondition(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) metav1.Condition {
-	c := metav1.Condition{Type: appsv1alpha1.ConditionPolicyCompiled, ObservedGeneration: set.Generation}
 	content, u := policy.Resolve(set, revs)
 	if u == nil {
 		u = policy.Check(content)
 	}
-	if u != nil {
-		c.Status, c.Reason = metav1.ConditionFalse, "Unsupported"
-		c.Message = fmt.Sprintf("every pod this SidecarSet selects is injected by the webhook: %s (%s)", u.Field, u.Reason)
-		return c
-	}
-	c.Status, c.Reason = metav1.ConditionTrue, "Compiled"
-	c.Message = fmt.Sprintf("MutatingAdmissionPolicy %s injects the pods this SidecarSet alone selects; the webhook those that another SidecarSet also selects, that carry a record or that clash with a sidecar",
-		policy.Name(set.Name))
-	return c
+	return policyCondition(set, PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: u}, true)
 }

@@ -183,7 +183,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
 	if policyMode {
-		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: store,
+		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
+			States:  controllers.NewPolicyStates(),
 			Options: policy.Options{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)

@@ -357,8 +357,9 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 
 // startPolicyReconciler runs the policy reconciler for one test, in a manager of its own with
 // the permissions config/policy-mode gives the manager's ServiceAccount, reading the suite's
-// SidecarSet snapshot (the webhook's view); excluded are its --excluded-namespaces.
-func startPolicyReconciler(t *testing.T, excluded ...string) {
+// SidecarSet snapshot (the webhook's view); excluded are its --excluded-namespaces. It returns
+// the states the reconciler reports for the PolicyCompiled condition.
+func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.PolicyStates {
 	t.Helper()
 	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
 	must(t, err)
@@ -368,7 +369,8 @@ func startPolicyReconciler(t *testing.T, excluded ...string) {
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	must(t, err)
-	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, Options: policy.Options{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}
+	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, States: controllers.NewPolicyStates(),
+		Options: policy.Options{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}
 	must(t, rec.SetupWithManager(mgr))
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -377,6 +379,7 @@ func startPolicyReconciler(t *testing.T, excluded ...string) {
 		stop()
 		must(t, <-done)
 	})
+	return rec.States
 }
 
 // largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
