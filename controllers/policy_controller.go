@@ -40,6 +40,12 @@ const (
 	// snapshotLag is how soon a reconcile that found the webhook's view behind the cache (a
 	// set's new generation not compiled there yet) runs again.
 	snapshotLag = 100 * time.Millisecond
+	// probeRetry is how soon a policy the API server was not yet seen running is probed again:
+	// an API server loads new policies about once a second.
+	probeRetry = 250 * time.Millisecond
+	// probeFailedRetry is how soon a probe the API server refused (say, a webhook that refuses
+	// dry runs) is tried again.
+	probeFailedRetry = 5 * time.Second
 	// blockedRetry is how often a set whose policy name is taken by an object the operator did
 	// not render is tried again: that object carries none of the operator's labels, so no watch
 	// of the operator's sees it go.
@@ -88,75 +94,138 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	snap := r.Sets.Load()
-	keep := map[string]bool{}
-	states := map[string]PolicyState{}
-	var after time.Duration // when to run again, 0: not before a watch says so
+	p := &pass{snap: r.Sets.Load(), sets: sets, revs: revs, keep: map[string]bool{}, states: map[string]PolicyState{}}
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
 			continue
 		}
-		stopped, seen := stoppedBy(snap, set)
-		if !seen {
-			// Whether the webhook stops it is not known yet: keep what is rendered.
-			keep[policy.Name(set.Name)] = true
-			if st, ok := r.States.Get(set.Name); ok {
-				states[set.Name] = st
-			}
-			after = soonest(after, snapshotLag)
-			continue
-		}
-		compiled, err := policy.CompileRouted(set, sets, revs, r.Options, stopped)
-		if err != nil {
-			// Only a set written while validation was down; its status says Invalid.
-			ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
-			continue
-		}
-		st := PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: compiled.Unsupported}
-		if st.Blocked, err = r.writeAll(ctx, set, compiled); err != nil {
+		if err := r.render(ctx, p, set); err != nil {
 			return ctrl.Result{}, err
 		}
-		if st.Blocked == "" {
-			keep[compiled.Policy.Name] = true
-		} else {
-			after = soonest(after, blockedRetry)
-		}
-		states[set.Name] = st
 	}
-	r.States.replace(states)
-	if err := r.prune(ctx, keep); err != nil {
+	r.States.replace(p.states)
+	if err := r.prune(ctx, p.keep); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return ctrl.Result{RequeueAfter: p.after}, nil
 }
 
-func soonest(a, b time.Duration) time.Duration {
-	if a == 0 || b < a {
-		return b
-	}
-	return a
+// pass is one reconcile: what it reads, and what it gathers (the objects to keep, each set's
+// state, and when to run again; 0: not before a watch says so).
+type pass struct {
+	snap   *snapshot.Snapshot
+	sets   []*appsv1alpha1.SidecarSet
+	revs   []*appsv1.ControllerRevision
+	keep   map[string]bool
+	states map[string]PolicyState
+	after  time.Duration
 }
 
-// writeAll writes the policy, then its binding. When an object of one of their names was not
-// rendered by the operator, it writes nothing and returns what that object is.
-func (r *PolicyReconciler) writeAll(ctx context.Context, set *appsv1alpha1.SidecarSet, c *policy.Compiled) (string, error) {
-	for _, o := range []struct{ want, have client.Object }{
-		{c.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}},
-		{c.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}},
-	} {
-		if foreign, err := r.foreign(ctx, set, o.want, o.have); foreign != "" || err != nil {
-			return foreign, err
+func (p *pass) again(after time.Duration) {
+	if p.after == 0 || after < p.after {
+		p.after = after
+	}
+}
+
+func (p *pass) keepSet(name string) {
+	p.keep[policy.Name(name)], p.keep[policy.ProbeName(name)] = true, true
+}
+
+// render compiles set's policy from the webhook's view, writes it and sees whether it runs.
+func (r *PolicyReconciler) render(ctx context.Context, p *pass, set *appsv1alpha1.SidecarSet) error {
+	stopped, seen := stoppedBy(p.snap, set)
+	if !seen {
+		// Whether the webhook stops it is not known yet: keep what is rendered.
+		p.keepSet(set.Name)
+		if st, ok := r.States.Get(set.Name); ok {
+			p.states[set.Name] = st
+		}
+		p.again(snapshotLag)
+		return nil
+	}
+	compiled, err := policy.CompileRouted(set, p.sets, p.revs, r.Options, stopped)
+	if err != nil {
+		// Only a set written while validation was down; its status says Invalid.
+		ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
+		return nil
+	}
+	st := PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: compiled.Unsupported,
+		Digest: compiled.Digest, ProbeKey: compiled.ProbeKey}
+	blocked, wrote, err := r.writeAll(ctx, set, compiled)
+	if err != nil {
+		return err
+	}
+	if st.Blocked = blocked; blocked != "" {
+		p.again(blockedRetry)
+	} else {
+		p.keepSet(set.Name)
+		r.observe(ctx, p, set.Name, &st, compiled, wrote)
+	}
+	p.states[set.Name] = st
+	return nil
+}
+
+// observe sets st.InForce: seen running before with nothing written since, or seen running now
+// by a probe (which is tried again soon when it does not see it).
+func (r *PolicyReconciler) observe(ctx context.Context, p *pass, name string, st *PolicyState, c *policy.Compiled, wrote bool) {
+	prev, _ := r.States.Get(name)
+	if !wrote && prev.InForce && prev.Digest == st.Digest && prev.ProbeKey == st.ProbeKey {
+		st.InForce = true
+		return
+	}
+	var retry time.Duration
+	if st.InForce, st.Pending, retry = r.probe(ctx, c); !st.InForce {
+		p.again(retry)
+	}
+}
+
+// writeAll writes the policy, its binding, then its probe binding (last: see package policy's
+// probe), and says whether it wrote any. When an object of one of their names was not rendered
+// by the operator, it writes nothing and returns what that object is.
+func (r *PolicyReconciler) writeAll(ctx context.Context, set *appsv1alpha1.SidecarSet, c *policy.Compiled) (string, bool, error) {
+	objs := []client.Object{c.Policy, c.Binding}
+	if c.Probe != nil {
+		objs = append(objs, c.Probe)
+	}
+	for _, want := range objs {
+		if foreign, err := r.foreign(ctx, set, want, emptyLike(want)); foreign != "" || err != nil {
+			return foreign, false, err
 		}
 	}
-	for _, o := range []struct{ want, have client.Object }{
-		{c.Policy, &admissionregistrationv1.MutatingAdmissionPolicy{}},
-		{c.Binding, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}},
-	} {
-		if err := r.write(ctx, set, o.want, o.have); err != nil {
-			return "", err
+	wrote := false
+	for _, want := range objs {
+		w, err := r.write(ctx, set, want, emptyLike(want))
+		if err != nil {
+			return "", false, err
 		}
+		wrote = wrote || w
 	}
-	return "", nil
+	return "", wrote, nil
+}
+
+// emptyLike is an empty object of want's type, to read the stored one into.
+func emptyLike(want client.Object) client.Object {
+	if _, ok := want.(*admissionregistrationv1.MutatingAdmissionPolicy); ok {
+		return &admissionregistrationv1.MutatingAdmissionPolicy{}
+	}
+	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+}
+
+// probe dry-runs c's probe pod and reports whether the API server runs c's policy as written
+// (the policy answers with its digest); if not, why, and when to probe again. Without a probe
+// binding (no operator namespace to probe in) a written policy counts as running.
+func (r *PolicyReconciler) probe(ctx context.Context, c *policy.Compiled) (bool, string, time.Duration) {
+	if c.Probe == nil {
+		return true, "", 0
+	}
+	pod := policy.ProbePod(r.Options.OperatorNamespace, c.ProbeKey)
+	if err := r.Client.Create(ctx, pod, client.DryRunAll); err != nil {
+		return false, fmt.Sprintf("the API server refused the dry run of a probe pod in %s: %v", r.Options.OperatorNamespace, err), probeFailedRetry
+	}
+	if got := pod.Annotations[policy.ProbeAnnotation]; got != c.Digest {
+		return false, "a probe pod was not answered by this rendering yet", probeRetry
+	}
+	return true, "", 0
 }
 
 // stoppedBy says whether the webhook's view has compiled this generation of set (seen), and if
@@ -223,37 +292,38 @@ func kindOf(obj client.Object) string {
 // wrote for this very rendering. Anything else stored (an edit by hand, a field someone added,
 // an object the cache has not caught up with) is read from the API server and replaced whole.
 // have is an empty object of want's type to read into.
-func (r *PolicyReconciler) write(ctx context.Context, set *appsv1alpha1.SidecarSet, want, have client.Object) error {
+func (r *PolicyReconciler) write(ctx context.Context, set *appsv1alpha1.SidecarSet, want, have client.Object) (bool, error) {
 	if err := controllerutil.SetControllerReference(set, want, r.Client.Scheme()); err != nil {
-		return err
+		return false, err
 	}
 	rendered, err := rendering(want)
 	if err != nil {
-		return err
+		return false, err
 	}
 	key := kindOf(want) + "/" + want.GetName()
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if err == nil && r.written.unchanged(key, rendered, have) {
-		return nil
+		return false, nil
 	}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have); apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("creating %s %s: %w", kindOf(want), want.GetName(), err)
+			return false, fmt.Errorf("creating %s %s: %w", kindOf(want), want.GetName(), err)
 		}
 		r.written.note(key, rendered, want)
-		return nil
+		return true, nil
 	} else if err != nil {
-		return fmt.Errorf("reading %s %s: %w", kindOf(want), want.GetName(), err)
+		return false, fmt.Errorf("reading %s %s: %w", kindOf(want), want.GetName(), err)
 	}
 	if r.written.unchanged(key, rendered, have) {
-		return nil // the cache is behind our last write
+		return false, nil // the cache is behind our last write
 	}
 	want.SetResourceVersion(have.GetResourceVersion())
 	if err := r.Client.Update(ctx, want); err != nil {
-		return fmt.Errorf("updating %s %s: %w", kindOf(want), want.GetName(), err)
+		return false, fmt.Errorf("updating %s %s: %w", kindOf(want), want.GetName(), err)
 	}
 	r.written.note(key, rendered, want)
-	return nil
+	// An update that changes nothing stored keeps the resourceVersion: nothing was written.
+	return want.GetResourceVersion() != have.GetResourceVersion(), nil
 }
 
 // rendering is a digest of the object as rendered (before the API server defaults it).
@@ -360,14 +430,14 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // PolicyCondition is what the PolicyCompiled condition of a set in policy mode says once its
-// policy is written: whether the policy injects the pods it selects, or routes them all to the
+// policy runs: whether the policy injects the pods it selects, or routes them all to the
 // webhook, and why. revs are the set's stored revisions, for a set that pins one (see
-// policy.Resolve). PolicyStates.Condition is the condition to write: it also knows whether
-// the policy is written, and what keeps it from being written.
+// policy.Resolve). PolicyStates.Condition is the condition to write: it also knows whether the
+// policy is written and running, and what keeps it from being written.
 func PolicyCondition(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) metav1.Condition {
 	content, u := policy.Resolve(set, revs)
 	if u == nil {
 		u = policy.Check(content)
 	}
-	return policyCondition(set, PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: u}, true)
+	return policyCondition(set, PolicyState{UID: set.UID, Generation: set.Generation, Unsupported: u, InForce: true}, true)
 }

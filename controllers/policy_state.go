@@ -24,6 +24,12 @@ type PolicyState struct {
 	// Blocked names an object that has the name of the set's policy or binding and that the
 	// operator did not render: nothing is written for the set, so nothing injects its pods.
 	Blocked string
+	// InForce: the API server was seen running the policy as written (a probe pod came back
+	// with Digest, through the probe binding with ProbeKey). Until then a pod created may pass
+	// without it; Pending says why it is not yet.
+	InForce          bool
+	Digest, ProbeKey string
+	Pending          string
 }
 
 // PolicyStates holds every set's PolicyState, written by the policy reconciler and read by the
@@ -82,11 +88,12 @@ func (s *PolicyStates) replace(states map[string]PolicyState) {
 func equalStates(a, b PolicyState) bool {
 	sameUnsupported := (a.Unsupported == nil) == (b.Unsupported == nil) &&
 		(a.Unsupported == nil || *a.Unsupported == *b.Unsupported)
-	return a.UID == b.UID && a.Generation == b.Generation && a.Blocked == b.Blocked && sameUnsupported
+	return a.UID == b.UID && a.Generation == b.Generation && a.Blocked == b.Blocked && sameUnsupported &&
+		a.InForce == b.InForce && a.Digest == b.Digest && a.ProbeKey == b.ProbeKey && a.Pending == b.Pending
 }
 
 // Condition is the PolicyCompiled condition of set in policy mode, from what the policy
-// reconciler did with this generation of it.
+// reconciler did with this generation of it: True only once the API server runs its policy.
 func (s *PolicyStates) Condition(set *appsv1alpha1.SidecarSet) metav1.Condition {
 	st, ok := s.Get(set.Name)
 	return policyCondition(set, st, ok)
@@ -105,6 +112,10 @@ func policyCondition(set *appsv1alpha1.SidecarSet, st PolicyState, ok bool) meta
 		c.Reason = "NameTaken"
 		c.Message = fmt.Sprintf("%s; the operator does not overwrite it, so no policy injects or routes the pods this SidecarSet selects "+
 			"(they are created without its sidecars): delete that object or rename this SidecarSet", st.Blocked)
+	case !st.InForce:
+		c.Reason = "Pending"
+		c.Message = fmt.Sprintf("MutatingAdmissionPolicy %s is written, and the API server was not yet seen running it "+
+			"(a pod created now may get no sidecar): %s", name, st.Pending)
 	case st.Unsupported != nil:
 		c.Reason = "Unsupported"
 		c.Message = fmt.Sprintf("every pod this SidecarSet selects is injected by the webhook: %s (%s)", st.Unsupported.Field, st.Unsupported.Reason)

@@ -16,7 +16,7 @@ import (
 // to do.
 func TestPolicyCondition(t *testing.T) {
 	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "log-agent", UID: "u1", Generation: 3}}
-	written := PolicyState{UID: "u1", Generation: 3}
+	running := PolicyState{UID: "u1", Generation: 3, InForce: true}
 	for _, tc := range []struct {
 		name   string
 		state  PolicyState
@@ -28,8 +28,12 @@ func TestPolicyCondition(t *testing.T) {
 		{name: "not rendered", status: metav1.ConditionFalse, reason: "Pending", parts: []string{"sidecarset-log-agent", "generation 3"}},
 		{name: "an older generation", ok: true, state: PolicyState{UID: "u1", Generation: 2}, status: metav1.ConditionFalse, reason: "Pending"},
 		{name: "an earlier set of the name", ok: true, state: PolicyState{UID: "u0", Generation: 3}, status: metav1.ConditionFalse, reason: "Pending"},
-		{name: "written", ok: true, state: written, status: metav1.ConditionTrue, reason: "Compiled", parts: []string{"sidecarset-log-agent"}},
-		{name: "routes", ok: true, state: PolicyState{UID: "u1", Generation: 3, Unsupported: policy.Stopped("mesh")},
+		{name: "written, not yet running", ok: true, state: PolicyState{UID: "u1", Generation: 3, Pending: "not answered yet"},
+			status: metav1.ConditionFalse, reason: "Pending", parts: []string{"sidecarset-log-agent", "may get no sidecar", "not answered yet"}},
+		{name: "running", ok: true, state: running, status: metav1.ConditionTrue, reason: "Compiled", parts: []string{"sidecarset-log-agent"}},
+		{name: "routes, not yet running", ok: true, state: PolicyState{UID: "u1", Generation: 3, Unsupported: policy.Stopped("mesh")},
+			status: metav1.ConditionFalse, reason: "Pending"},
+		{name: "routes", ok: true, state: PolicyState{UID: "u1", Generation: 3, Unsupported: policy.Stopped("mesh"), InForce: true},
 			status: metav1.ConditionFalse, reason: "Unsupported", parts: []string{`"mesh"`}},
 		{name: "name taken", ok: true, state: PolicyState{UID: "u1", Generation: 3, Unsupported: policy.Stopped("mesh"),
 			Blocked: "MutatingAdmissionPolicy sidecarset-log-agent exists and was not rendered by the operator"},

@@ -45,6 +45,12 @@ type Compiled struct {
 	// Unsupported is nil when the policy injects the set's pods itself. Otherwise it says why
 	// the policy routes every pod the set selects to the webhook.
 	Unsupported *Unsupported
+	// Probe is the binding that sends the operator's probe pods (ProbePod) to the policy, with
+	// ProbeKey; nil when there is no operator namespace to probe in. A probe pod the policy
+	// annotates with Digest shows that the API server runs this rendering.
+	Probe    *admissionregistrationv1.MutatingAdmissionPolicyBinding
+	ProbeKey string
+	Digest   string
 }
 
 // Unsupported names what keeps a SidecarSet on the webhook in policy mode.
@@ -122,8 +128,14 @@ func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 		mutation = "variables.routed ? [] : " + inj.route + " ? " + routeOps + " : " + inj.ops
 		variables = inj.variables
 	}
-	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables, opts)
-	out.Binding = renderBinding(set)
+	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables)
+	out.Binding = renderBinding(set, opts)
+	if probes(opts) {
+		out.Digest = digest(out.Policy)
+		withProbe(out.Policy, opts.OperatorNamespace, out.Digest)
+		out.ProbeKey = digest([]string{out.Digest, digest(out.Binding)})
+		out.Probe = renderProbe(set, opts.OperatorNamespace, out.ProbeKey)
+	}
 	return out, nil
 }
 
@@ -231,7 +243,7 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 	return strings.Join(terms, " || "), nil
 }
 
-func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable, opts Options) *admissionregistrationv1.MutatingAdmissionPolicy {
+func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable) *admissionregistrationv1.MutatingAdmissionPolicy {
 	fail := admissionregistrationv1.Fail
 	return &admissionregistrationv1.MutatingAdmissionPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
@@ -241,10 +253,12 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 			Annotations: map[string]string{HashAnnotation: hash},
 		},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			// Whatever a binding selects, a policy never sees kube-system. The namespaces the
+			// webhook leaves out are left out by the set's binding (the probe binding selects
+			// the operator's namespace).
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
-					{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{appsv1alpha1.NamespaceInjectionDisabled}},
+					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem}},
 				}},
 				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -285,11 +299,19 @@ func hasAnnotation(key string) string {
 	return fmt.Sprintf("has(object.metadata.annotations) && %s in object.metadata.annotations", quote(key))
 }
 
-func renderBinding(set *appsv1alpha1.SidecarSet) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
-	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy()}
+// renderBinding binds the policy to the pods the set selects, in the namespaces the webhook
+// serves: the set's namespaceSelector, and none of the excluded namespaces or those labelled
+// injection-disabled, as the webhook's registration says.
+func renderBinding(set *appsv1alpha1.SidecarSet, opts Options) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
+	namespaces := &metav1.LabelSelector{}
 	if set.Spec.NamespaceSelector != nil {
-		match.NamespaceSelector = set.Spec.NamespaceSelector.DeepCopy()
+		namespaces = set.Spec.NamespaceSelector.DeepCopy()
 	}
+	namespaces.MatchExpressions = append(namespaces.MatchExpressions,
+		metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
+		metav1.LabelSelectorRequirement{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn,
+			Values: []string{appsv1alpha1.NamespaceInjectionDisabled}})
+	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy(), NamespaceSelector: namespaces}
 	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{

@@ -226,7 +226,8 @@ func TestCompileRoutedNeverInjects(t *testing.T) {
 		set := plainSet("plain")
 		set.Spec.InjectionStrategy.Paused = paused
 		why := policy.Stopped("older")
-		compiled, err := policy.CompileRouted(set, nil, nil, testOptions, why)
+		// No operator namespace: no probe branch in front of the mutation.
+		compiled, err := policy.CompileRouted(set, nil, nil, policy.Options{}, why)
 		if err != nil {
 			t.Fatalf("CompileRouted: %v", err)
 		}
@@ -247,7 +248,11 @@ func routeOnly(t testing.TB) string {
 	t.Helper()
 	set := plainSet("plain")
 	set.Spec.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers + 1)
-	return strings.TrimPrefix(mutation(t, mustCompile(t, set, nil)), "variables.routed ? [] : ")
+	compiled, err := policy.Compile(set, nil, nil, policy.Options{})
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return strings.TrimPrefix(mutation(t, compiled), "variables.routed ? [] : ")
 }
 
 // TestCompileOthers checks the others variable: a pod another set selects goes to the

@@ -361,6 +361,9 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 // the states the reconciler reports for the PolicyCompiled condition.
 func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.PolicyStates {
 	t.Helper()
+	// The probe pods run as the default ServiceAccount of the operator's namespace, which
+	// kube-controller-manager makes in a cluster.
+	ensureDefaultServiceAccount(t, operatorNamespace)
 	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
 	must(t, err)
 	scheme, err := operator.NewScheme()
