@@ -51,6 +51,7 @@ type flags struct {
 	webhookPort                             int
 	leaderElectionNamespace                 string
 	injection                               string
+	excludedNamespaces                      string
 }
 
 func parseFlags() (flags, zap.Options) {
@@ -76,6 +77,10 @@ func parseFlags() (flags, zap.Options) {
 		"\""+operator.InjectionWebhook+"\" (the pod webhook injects every pod) or \""+operator.InjectionPolicy+"\" (each SidecarSet "+
 		"is compiled into a MutatingAdmissionPolicy that the API server runs; the webhook injects only the pods the "+
 		"policies route to it; install with the policy-mode kustomize component).")
+	flag.StringVar(&f.excludedNamespaces, "excluded-namespaces", "", "Namespaces whose pods are never injected, "+
+		"separated by commas, besides kube-system and the operator's own: status and rollouts count their pods as excluded, "+
+		"and in policy mode the policies leave them alone. Exclude them in the pod webhook's namespaceSelector too "+
+		"(the Helm chart's webhook.excludedNamespaces sets both).")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -157,7 +162,8 @@ func run(f flags) error {
 	if err := mgr.Add(watcher); err != nil {
 		return err
 	}
-	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection,
+		ExcludedNamespaces: operator.ParseNamespaces(f.excludedNamespaces)}); err != nil {
 		return err
 	}
 	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect, "injection", f.injection)

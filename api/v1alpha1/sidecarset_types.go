@@ -308,7 +308,9 @@ type SidecarSetStatus struct {
 }
 
 // SidecarSet injects sidecar containers, init containers, volumes and image pull secrets into
-// the Pods it selects when they are created.
+// the Pods it selects when they are created. Its name is at most 63 characters: it is a label
+// value on the set's revisions and admission policies (the rule is checked at create, so a set
+// stored before keeps its status writes).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=scs
@@ -320,6 +322,7 @@ type SidecarSetStatus struct {
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.conditions[?(@.type=="RollingUpdate")].reason`,description="Where a rolling update of running pods stands (updateStrategy RollingUpdate)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="SidecarSet",resources={{Pod,v1,""}}
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || size(self.metadata.name) <= 63",optionalOldSelf=true,message="metadata.name must be at most 63 characters (a SidecarSet's name labels its revisions and policies); choose a shorter name"
 type SidecarSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

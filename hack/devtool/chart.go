@@ -135,10 +135,10 @@ webhook:
   # injector is unreachable rather than creating it without its sidecars; only pods labelled
   # sidecarset.io/inject=true are ever sent to it.
   failurePolicy: Fail
-  # Namespaces the API server never sends to the pod injector, besides kube-system and the
-  # release namespace. Pods there are created without sidecars and still count as matched in
-  # SidecarSet status; labelling a namespace sidecarset.io/injection=disabled does the same and
-  # counts its pods as excluded.
+  # Namespaces never injected, besides kube-system and the release namespace: the API server
+  # never sends their pods to the pod injector, the manager (--excluded-namespaces) leaves them
+  # out of its policies (injection=policy) and rollouts, and SidecarSet status counts their
+  # pods as excluded, as for a namespace labelled sidecarset.io/injection=disabled.
   excludedNamespaces: []
 
 metrics:
@@ -227,8 +227,8 @@ var (
 	excludedList  = regexp.MustCompile(`(?m)^(\s+)- kube-system\n\s+- ` + kustomizeNamespace + `\n`)
 )
 
-// templateDeployment puts the image, replicas, resources and the metrics flag under values, and
-// returns their rendered defaults.
+// templateDeployment puts the image, replicas, resources, the metrics flag and the extra
+// excluded namespaces under values, and returns their rendered defaults.
 func templateDeployment(text string) (image, replicas, resources, out string, err error) {
 	m := imageLine.FindStringSubmatch(text)
 	r := replicasLine.FindStringSubmatch(text)
@@ -238,7 +238,14 @@ func templateDeployment(text string) (image, replicas, resources, out string, er
 	image, replicas = m[2], r[1]
 	text = imageLine.ReplaceAllString(text, "${1}image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n{{- with .Values.image.pullPolicy }}\n${1}imagePullPolicy: {{ . }}\n{{- end }}\n")
 	text = replicasLine.ReplaceAllString(text, "  replicas: {{ .Values.replicas }}\n")
-	text = metricsArg.ReplaceAllString(text, "${1}{{ if .Values.metrics.enabled }}:8443{{ else }}0{{ end }}\n")
+	// The extra excluded namespaces reach the manager too (--excluded-namespaces), after the
+	// metrics flag: status, rollouts and policies leave out what the webhook leaves out.
+	text = metricsArg.ReplaceAllStringFunc(text, func(line string) string {
+		flag := metricsArg.FindStringSubmatch(line)[1]
+		item := flag[:strings.Index(flag, "- ")+len("- ")]
+		return flag + "{{ if .Values.metrics.enabled }}:8443{{ else }}0{{ end }}\n" +
+			"{{- with .Values.webhook.excludedNamespaces }}\n" + item + "--excluded-namespaces={{ join \",\" . }}\n{{- end }}\n"
+	})
 	// The resources block: the lines after "resources:" indented deeper than the key.
 	loc := resourcesKey.FindStringSubmatchIndex(text)
 	keyIndent := loc[3] - loc[2]

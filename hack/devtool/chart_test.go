@@ -55,7 +55,9 @@ func TestWriteChart(t *testing.T) {
 	}
 	dep := read("templates/00-deployment-sidecarset-controller-manager.yaml")
 	for _, want := range []string{"namespace: {{ .Release.Namespace }}", "replicas: {{ .Values.replicas }}",
-		"{{ toYaml .Values.resources | indent 10 }}\n        securityContext:", "managed-by: {{ .Release.Service }}"} {
+		"{{ toYaml .Values.resources | indent 10 }}\n        securityContext:", "managed-by: {{ .Release.Service }}",
+		// The manager leaves out the namespaces the webhook's registration leaves out.
+		"{{ end }}\n{{- with .Values.webhook.excludedNamespaces }}\n        - --excluded-namespaces={{ join \",\" . }}\n{{- end }}\n"} {
 		if !strings.Contains(dep, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, dep)
 		}

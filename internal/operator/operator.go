@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +49,11 @@ type Options struct {
 	Namespace string
 	// Injection is InjectionWebhook (when empty) or InjectionPolicy.
 	Injection string
+	// ExcludedNamespaces are never injected, besides kube-system and Namespace
+	// (--excluded-namespaces): the pod webhook and the policies leave their pods alone, and
+	// status and rollouts count them as excluded. The pod webhook's registration must exclude
+	// them too (the Helm chart renders both from webhook.excludedNamespaces).
+	ExcludedNamespaces []string
 	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
 	// operator-lib's in-cluster factory when nil.
 	Conditions conditions.Factory
@@ -176,9 +183,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("getting the Namespace informer: %w", err)
 	}
 
-	excluded := sets.New(metav1.NamespaceSystem)
-	if opts.Namespace != "" {
-		excluded.Insert(opts.Namespace)
+	excluded, err := excludedNamespaces(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := setupWebhooks(mgr, store, excluded); err != nil {
 		return nil, err
@@ -190,7 +197,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
 	if policyMode {
-		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: opts.Namespace}}
+		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
+			States:  controllers.NewPolicyStates(),
+			Options: policy.Options{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
 		}
@@ -199,6 +208,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, err
 	}
 	return &Operator{Sets: store, Cache: mgr.GetCache()}, nil
+}
+
+// excludedNamespaces is every namespace never injected: kube-system, the operator's own and
+// opts.ExcludedNamespaces, which must be namespace names.
+func excludedNamespaces(opts Options) (sets.Set[string], error) {
+	excluded := sets.New(metav1.NamespaceSystem)
+	if opts.Namespace != "" {
+		excluded.Insert(opts.Namespace)
+	}
+	for _, ns := range opts.ExcludedNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return nil, fmt.Errorf("--excluded-namespaces: %q is not a namespace name (%s); list names separated by commas",
+				ns, strings.Join(msgs, ", "))
+		}
+		excluded.Insert(ns)
+	}
+	return excluded, nil
+}
+
+// ParseNamespaces splits the value of --excluded-namespaces: names separated by commas, blanks
+// around them and empty entries ignored.
+func ParseNamespaces(value string) []string {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // injectionMode reports whether the operator runs in policy mode. Policy mode on an API server

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,8 @@ const (
 type Options struct {
 	// OperatorNamespace is never injected, so the operator's own pods always start.
 	OperatorNamespace string
+	// ExcludedNamespaces are never injected either (the operator's --excluded-namespaces).
+	ExcludedNamespaces []string
 }
 
 // Compiled is the policy and binding that inject one SidecarSet.
@@ -42,6 +45,12 @@ type Compiled struct {
 	// Unsupported is nil when the policy injects the set's pods itself. Otherwise it says why
 	// the policy routes every pod the set selects to the webhook.
 	Unsupported *Unsupported
+	// Probe is the binding that sends the operator's probe pods (ProbePod) to the policy, with
+	// ProbeKey; nil when there is no operator namespace to probe in. A probe pod the policy
+	// annotates with Digest shows that the API server runs this rendering.
+	Probe    *admissionregistrationv1.MutatingAdmissionPolicyBinding
+	ProbeKey string
+	Digest   string
 }
 
 // Unsupported names what keeps a SidecarSet on the webhook in policy mode.
@@ -67,6 +76,24 @@ func Name(set string) string { return "sidecarset-" + set }
 // stored, the policy routes the set's pods to the webhook, which injects the current spec and
 // warns (a policy cannot warn).
 func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options) (*Compiled, error) {
+	return compile(set, others, revs, opts, nil)
+}
+
+// CompileRouted renders set's policy and binding as Compile does, except that the policy routes
+// every pod the set selects to the webhook, for the reason why (see Stopped).
+func CompileRouted(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options, why *Unsupported) (*Compiled, error) {
+	return compile(set, others, revs, opts, why)
+}
+
+// Stopped is why a SidecarSet stopped by a conflict with an older one stays on the webhook: the
+// webhook injects nothing of it while the conflict lasts, and decides so at each admission from
+// its own view of the sets, which a policy cannot share.
+func Stopped(older string) *Unsupported {
+	return &Unsupported{Field: "spec", Reason: fmt.Sprintf(
+		"it conflicts with the older SidecarSet %q, which keeps injecting; the webhook injects nothing of this one while the conflict lasts (condition Conflict)", older)}
+}
+
+func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options, routed *Unsupported) (*Compiled, error) {
 	content, pin := Resolve(set, revs)
 	engine, err := inject.Compile(content)
 	if err != nil {
@@ -76,8 +103,11 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 	if err != nil {
 		return nil, err
 	}
-	out := &Compiled{Hash: engine.Hash, Unsupported: pin}
-	if pin == nil {
+	out := &Compiled{Hash: engine.Hash, Unsupported: routed}
+	if out.Unsupported == nil {
+		out.Unsupported = pin
+	}
+	if out.Unsupported == nil {
 		out.Unsupported = Check(content)
 	}
 	set = content
@@ -98,8 +128,14 @@ func Compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 		mutation = "variables.routed ? [] : " + inj.route + " ? " + routeOps + " : " + inj.ops
 		variables = inj.variables
 	}
-	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables, opts)
-	out.Binding = renderBinding(set)
+	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables)
+	out.Binding = renderBinding(set, opts)
+	if probes(opts) {
+		out.Digest = digest(out.Policy)
+		withProbe(out.Policy, opts.OperatorNamespace, out.Digest)
+		out.ProbeKey = digest([]string{out.Digest, digest(out.Binding)})
+		out.Probe = renderProbe(set, opts.OperatorNamespace, out.ProbeKey)
+	}
 	return out, nil
 }
 
@@ -228,7 +264,7 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 	return strings.Join(terms, " || "), nil
 }
 
-func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable, opts Options) *admissionregistrationv1.MutatingAdmissionPolicy {
+func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable) *admissionregistrationv1.MutatingAdmissionPolicy {
 	fail := admissionregistrationv1.Fail
 	return &admissionregistrationv1.MutatingAdmissionPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
@@ -238,10 +274,12 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 			Annotations: map[string]string{HashAnnotation: hash},
 		},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			// Whatever a binding selects, a policy never sees kube-system. The namespaces the
+			// webhook leaves out are left out by the set's binding (the probe binding selects
+			// the operator's namespace).
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
-					{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{appsv1alpha1.NamespaceInjectionDisabled}},
+					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem}},
 				}},
 				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -266,10 +304,14 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 	}
 }
 
+// excludedNamespaces lists the namespaces the webhook never injects, as its registration does:
+// kube-system, the operator's, then the others (each once).
 func excludedNamespaces(opts Options) []string {
 	out := []string{metav1.NamespaceSystem}
-	if opts.OperatorNamespace != "" && opts.OperatorNamespace != metav1.NamespaceSystem {
-		out = append(out, opts.OperatorNamespace)
+	for _, ns := range append([]string{opts.OperatorNamespace}, opts.ExcludedNamespaces...) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
 	}
 	return out
 }
@@ -278,11 +320,19 @@ func hasAnnotation(key string) string {
 	return fmt.Sprintf("has(object.metadata.annotations) && %s in object.metadata.annotations", quote(key))
 }
 
-func renderBinding(set *appsv1alpha1.SidecarSet) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
-	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy()}
+// renderBinding binds the policy to the pods the set selects, in the namespaces the webhook
+// serves: the set's namespaceSelector, and none of the excluded namespaces or those labelled
+// injection-disabled, as the webhook's registration says.
+func renderBinding(set *appsv1alpha1.SidecarSet, opts Options) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
+	namespaces := &metav1.LabelSelector{}
 	if set.Spec.NamespaceSelector != nil {
-		match.NamespaceSelector = set.Spec.NamespaceSelector.DeepCopy()
+		namespaces = set.Spec.NamespaceSelector.DeepCopy()
 	}
+	namespaces.MatchExpressions = append(namespaces.MatchExpressions,
+		metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
+		metav1.LabelSelectorRequirement{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn,
+			Values: []string{appsv1alpha1.NamespaceInjectionDisabled}})
+	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy(), NamespaceSelector: namespaces}
 	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -332,9 +382,12 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 			ops = append(ops, addOp("/spec/volumes/-", lit))
 		}
 	}
-	secretNames := make([]string, len(spec.ImagePullSecrets))
-	for i, s := range spec.ImagePullSecrets {
-		secretNames[i] = s.Name
+	// A name listed twice is added once, as the engine adds it.
+	var secretNames []string
+	for _, s := range spec.ImagePullSecrets {
+		if !slices.Contains(secretNames, s.Name) {
+			secretNames = append(secretNames, s.Name)
+		}
 	}
 	if len(secretNames) > 0 {
 		ops = append(ops,
@@ -346,7 +399,7 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 	vars := append([]admissionregistrationv1.Variable{
 		{Name: "clash", Expression: clash(spec, volumes, external)},
 		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
-		{Name: "record", Expression: record(set.Name, hash, spec, volumes)},
+		{Name: "record", Expression: record(set.Name, hash, spec, volumes, secretNames)},
 	}, ac.variables...)
 	route := "variables.recorded || variables.others || variables.clash"
 	if uncopied, ok := ac.uncopiedVariable(); ok {
@@ -519,7 +572,7 @@ func portsTaken(spec *appsv1alpha1.SidecarSetSpec) (string, bool) {
 
 // record is a CEL string: the status annotation the engine writes, byte for byte (a pod with
 // an earlier record is routed, so this set's entry is the only one).
-func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume) string {
+func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, secretNames []string) string {
 	rec := inject.Record{Hash: hash}
 	for i := range spec.Containers {
 		rec.Containers = append(rec.Containers, spec.Containers[i].Name)
@@ -534,10 +587,26 @@ func record(name, hash string, spec *appsv1alpha1.SidecarSetSpec, volumes []core
 	// (notShared is never set without shareVolumePolicy).
 	enc := inject.Records{name: rec}.Encode()
 	head := strings.TrimSuffix(enc, "}}")
-	if len(spec.ImagePullSecrets) == 0 {
+	if len(secretNames) == 0 {
 		return quote(enc)
 	}
-	return fmt.Sprintf(`%s + (variables.secrets.size() == 0 ? "" : ",\"imagePullSecrets\":[" + variables.secrets.map(n, "\"" + n + "\"").join(",") + "]") + "}}"`, quote(head))
+	return fmt.Sprintf(`%s + (variables.secrets.size() == 0 ? "" : ",\"imagePullSecrets\":[" + variables.secrets.map(n, %s[n]).join(",") + "]") + "}}"`,
+		quote(head), encodedNames(secretNames))
+}
+
+// encodedNames is a CEL map from each pull secret name to its JSON string, encoded here as the
+// engine encodes its record: the record is spliced from these as data, so a name holding a
+// quote or a backslash can neither break the JSON nor add an entry of its own.
+func encodedNames(names []string) string {
+	entries := make([]string, len(names))
+	for i, n := range names {
+		raw, err := json.Marshal(n)
+		if err != nil {
+			panic(fmt.Sprintf("encoding a string: %v", err)) // strings always encode
+		}
+		entries[i] = quote(n) + ": " + quote(string(raw))
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
 }
 
 // annotationOps writes the record and, when sidecars join spec.containers and the pod names

@@ -237,6 +237,42 @@ func TestCompilePausedNeverInjects(t *testing.T) {
 	}
 }
 
+// TestCompileRoutedNeverInjects: a set compiled to route its pods (one stopped by a conflict)
+// adds nothing to any pod and says why; paused or not, the policy routes every pod it selects.
+func TestCompileRoutedNeverInjects(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		set := plainSet("plain")
+		set.Spec.InjectionStrategy.Paused = paused
+		why := policy.Stopped("older")
+		// No operator namespace: no probe branch in front of the mutation.
+		compiled, err := policy.CompileRouted(set, nil, nil, policy.Options{}, why)
+		if err != nil {
+			t.Fatalf("CompileRouted: %v", err)
+		}
+		if compiled.Unsupported != why {
+			t.Errorf("paused %t: Unsupported is %v, want %v", paused, compiled.Unsupported, why)
+		}
+		if mutationInjects(t, compiled) {
+			t.Errorf("paused %t: the routed set's mutation injects:\n%s", paused, mutation(t, compiled))
+		}
+		if m := mutation(t, compiled); m != "variables.routed ? [] : "+routeOnly(t) {
+			t.Errorf("paused %t: the mutation does not route every pod:\n%s", paused, m)
+		}
+	}
+}
+
+// routeOnly is the patch of a policy that routes every pod: that of a set Check refuses.
+func routeOnly(t testing.TB) string {
+	t.Helper()
+	set := plainSet("plain")
+	set.Spec.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers + 1)
+	compiled, err := policy.Compile(set, nil, nil, policy.Options{})
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return strings.TrimPrefix(mutation(t, compiled), "variables.routed ? [] : ")
+}
+
 // TestCompileOthers checks the others variable: a pod another set selects goes to the
 // webhook, so with no other set (the set itself and sets without a selector do not count) it
 // must be the constant false, and with one it must name that set's labels.

@@ -18,6 +18,12 @@ import (
 // more stays on the webhook (Check says so).
 const MaxTransfers = 64
 
+// MaxSharedMounts is the most app volume mounts (over all of a pod's app containers) that a
+// policy shares into its sidecars: finding the first mount of each path compares every mount
+// with those before it, and the API server's cost limit for one expression is reached at a
+// few hundred mounts. A pod with more goes to the webhook, which injects it as always.
+const MaxSharedMounts = 128
+
 // appCopies renders what a policy copies from the pod's app containers into its sidecars, in
 // the cases where the engine copies it unchanged; any other case sends the pod to the webhook.
 //
@@ -31,7 +37,8 @@ const MaxTransfers = 64
 // shareVolumePolicy: the app containers' mounts, in order, at paths the sidecar does not mount
 // already (the first mount of a path wins). A mount the engine leaves out and records in
 // notShared (at a path the sidecar uses for a device, Bidirectional in an unprivileged
-// sidecar) or brings variables for (subPathExpr) routes the pod.
+// sidecar) or brings variables for (subPathExpr) routes the pod, as does a pod with more than
+// MaxSharedMounts app mounts.
 type appCopies struct {
 	variables []admissionregistrationv1.Variable
 	// uncopied are CEL conditions: the pod must go to the webhook.
@@ -60,7 +67,9 @@ func (ac *appCopies) transfer(t appsv1alpha1.TransferEnvVar) string {
 }
 
 // share declares the variable holding the app mounts sidecar gets, and returns it. The first
-// app mount of each path is found once per pod (firstMounts), for every sharing sidecar.
+// app mount of each path is found once per pod (firstMounts), for every sharing sidecar. A pod
+// with more than MaxSharedMounts app mounts goes to the webhook: that condition comes first
+// among the uncopied ones, so firstMounts is never computed for it (CEL's || stops at true).
 func (ac *appCopies) share(sidecar *corev1.Container) string {
 	if !ac.appMounts {
 		ac.variables = append(ac.variables,
@@ -68,6 +77,7 @@ func (ac *appCopies) share(sidecar *corev1.Container) string {
 				Expression: "object.spec.containers.map(c, has(c.volumeMounts) ? c.volumeMounts : []).flatten()"},
 			admissionregistrationv1.Variable{Name: "firstMounts",
 				Expression: "variables.appMounts.transformList(i, m, !variables.appMounts.exists(j, p, j < i && p.mountPath == m.mountPath), m)"})
+		ac.uncopied = append([]string{fmt.Sprintf("variables.appMounts.size() > %d", MaxSharedMounts)}, ac.uncopied...)
 		ac.appMounts = true
 	}
 	own := make([]string, len(sidecar.VolumeMounts))

@@ -68,6 +68,8 @@ type goldenSet struct {
 	Unsupported string         `json:"unsupported,omitempty"`
 	Policy      map[string]any `json:"policy,omitempty"`
 	Binding     map[string]any `json:"binding,omitempty"`
+	// Probe is the probe binding.
+	Probe map[string]any `json:"probe,omitempty"`
 }
 
 // compileAll compiles each of sets with others as the other SidecarSets.
@@ -90,6 +92,7 @@ func compileAll(t testing.TB, sets, others []*appsv1alpha1.SidecarSet) goldenCas
 		}
 		g.Policy = asMap(t, compiled.Policy)
 		g.Binding = asMap(t, compiled.Binding)
+		g.Probe = asMap(t, compiled.Probe)
 		out.Sets[set.Name] = g
 	}
 	return out

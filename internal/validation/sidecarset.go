@@ -38,8 +38,11 @@ func validateName(name string, path *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(path, "set a name: lowercase letters, digits, '-' and '.'")}
 	}
-	return invalidIf(path, name, apimachineryvalidation.NameIsDNSSubdomain(name, false),
-		"choose a name such as \"log-agent\"")
+	if errs := invalidIf(path, name, apimachineryvalidation.NameIsDNSSubdomain(name, false),
+		"choose a name such as \"log-agent\""); len(errs) > 0 {
+		return errs
+	}
+	return validateNameLength(name, path)
 }
 
 // validateSelectors checks spec.selector (required, valid, not empty) and

@@ -277,23 +277,7 @@ func policyModeWebhook(t *testing.T) admissionregistrationv1.MutatingWebhook {
 // binding, owned by the set, and the API server then injects the set's pods with no webhook
 // call; a spec change reaches new pods; a deleted set's policy and binding go.
 func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
-	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
-	must(t, err)
-	scheme, err := operator.NewScheme()
-	must(t, err)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
-	must(t, err)
-	must(t, (&controllers.PolicyReconciler{Client: mgr.GetClient(), Options: policy.Options{OperatorNamespace: operatorNamespace}}).SetupWithManager(mgr))
-	mgrCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		stop()
-		must(t, <-done)
-	})
-
+	startPolicyReconciler(t)
 	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
 	registerPolicyModeWebhook(t)
 
@@ -386,6 +370,36 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 	})
 }
 
+// startPolicyReconciler runs the policy reconciler for one test, in a manager of its own with
+// the permissions config/policy-mode gives the manager's ServiceAccount, reading the suite's
+// SidecarSet snapshot (the webhook's view); excluded are its --excluded-namespaces. It returns
+// the states the reconciler reports for the PolicyCompiled condition.
+func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.PolicyStates {
+	t.Helper()
+	// The probe pods run as the default ServiceAccount of the operator's namespace, which
+	// kube-controller-manager makes in a cluster.
+	ensureDefaultServiceAccount(t, operatorNamespace)
+	cfg, err := asManagerServiceAccount(ctx, adminConfig, filepath.Join(manifestsDir, "policy-mode.yaml"))
+	must(t, err)
+	scheme, err := operator.NewScheme()
+	must(t, err)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	must(t, err)
+	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, States: controllers.NewPolicyStates(),
+		Options: policy.Options{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}
+	must(t, rec.SetupWithManager(mgr))
+	mgrCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		stop()
+		must(t, <-done)
+	})
+	return rec.States
+}
+
 // largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
 // volumes, 16 pull secrets), each container with args, env from several sources, a probe,
 // resources and mounts; the init containers are native sidecars. Its containers transfer
@@ -470,9 +484,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	for k := range policy.MaxTransfers {
 		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", k), Value: "v"})
 	}
-	// 64 mounts of the app's own (with /data), each shared into every sidecar, as is the
-	// ServiceAccount token's mount the API server adds before.
-	for k := range 63 {
+	// policy.MaxSharedMounts app mounts, the most a policy shares: /data, these, and the
+	// ServiceAccount token's mount the API server adds before; each shared into every sidecar.
+	for k := range policy.MaxSharedMounts - 2 {
 		name := fmt.Sprintf("app-%d", k)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/app/" + name})
@@ -501,6 +515,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 			return false, fmt.Sprintf("%d of %d transferred variables in the sidecars", transferred, policy.MaxTransfers)
 		}
 		app := got.Spec.Containers[0].VolumeMounts
+		if len(app) != policy.MaxSharedMounts {
+			return false, fmt.Sprintf("the app has %d mounts, want policy.MaxSharedMounts (%d)", len(app), policy.MaxSharedMounts)
+		}
 		for _, c := range append(got.Spec.Containers[1:], got.Spec.InitContainers...) {
 			if len(c.VolumeMounts) < len(app) || !cmp.Equal(c.VolumeMounts[len(c.VolumeMounts)-len(app):], app) {
 				return false, fmt.Sprintf("sidecar %s does not end with the app's %d mounts: %v", c.Name, len(app), c.VolumeMounts)
