@@ -58,6 +58,10 @@ type SidecarSetReconciler struct {
 	// PolicyMode: the operator runs with --injection=policy, and status says whether each
 	// set's policy injects (the PolicyCompiled condition).
 	PolicyMode bool
+	// Policies is what the policy reconciler did with each set's policy (policy mode): PolicyCompiled
+	// says True only once the API server runs it. Nil: the condition is computed from the set
+	// and its stored revisions alone.
+	Policies *PolicyStates
 	// StatusInterval is the least time between two status writes of one set: a burst of pod
 	// events changes the counts hundreds of times a second, and each write is a SidecarSet
 	// update for the API server to validate, store and send to every watcher. The first write
@@ -187,9 +191,8 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
 	if r.PolicyMode {
-		revs, err := r.pinnable(ctx, set)
+		cond, err := r.policyCondition(ctx, set)
 		if err == nil {
-			cond := PolicyCondition(set, revs)
 			cond.LastTransitionTime = now
 			meta.SetStatusCondition(&st.Conditions, cond)
 		}
@@ -244,6 +247,13 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})
 			return nil
 		}))
+	if r.Policies != nil {
+		// PolicyCompiled follows what the policy reconciler saw the API server run.
+		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.Policies.Subscribe(func(names []string) { enqueue(q, names) })
+			return nil
+		}))
+	}
 	if r.PolicyMode && r.Namespace != "" {
 		// PolicyCompiled says whether the revision a set pins is stored.
 		b = b.Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(
@@ -252,4 +262,16 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}))
 	}
 	return b.Complete(r)
+}
+
+// policyCondition is the set's PolicyCompiled condition in policy mode.
+func (r *SidecarSetReconciler) policyCondition(ctx context.Context, set *appsv1alpha1.SidecarSet) (metav1.Condition, error) {
+	if r.Policies != nil {
+		return r.Policies.Condition(set), nil
+	}
+	revs, err := r.pinnable(ctx, set)
+	if err != nil {
+		return metav1.Condition{}, err
+	}
+	return PolicyCondition(set, revs), nil
 }

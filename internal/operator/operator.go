@@ -190,15 +190,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err := setupWebhooks(mgr, store, excluded); err != nil {
 		return nil, err
 	}
+	var policyStates *controllers.PolicyStates
+	if policyMode {
+		policyStates = controllers.NewPolicyStates()
+	}
 	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
 		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions), PolicyMode: policyMode}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions), PolicyMode: policyMode, Policies: policyStates}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
 	}
 	if policyMode {
 		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
-			States:  controllers.NewPolicyStates(),
+			States:  policyStates,
 			Options: policy.Options{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)

@@ -287,6 +287,11 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 				}}},
 			},
+			// A mirror pod is the API object of a static pod: the kubelet runs its manifest, and
+			// the webhook never injects it.
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "not-a-mirror-pod", Expression: "!(" + hasAnnotation(corev1.MirrorPodAnnotationKey) + ")"},
+			},
 			Variables: append([]admissionregistrationv1.Variable{
 				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation)},
 				{Name: "recorded", Expression: hasAnnotation(appsv1alpha1.StatusAnnotation)},
