@@ -287,13 +287,13 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 				}}},
 			},
-			// A mirror pod is the API object of a static pod: the kubelet runs its manifest, and
-			// the webhook never injects it.
-			MatchConditions: []admissionregistrationv1.MatchCondition{
-				{Name: "not-a-mirror-pod", Expression: "!(" + hasAnnotation(corev1.MirrorPodAnnotationKey) + ")"},
-			},
 			Variables: append([]admissionregistrationv1.Variable{
-				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation)},
+				// routed: another policy sent the pod to the webhook already; or it is a mirror pod (a
+				// static pod's API object: the kubelet runs its manifest), which nothing injects. A
+				// matchCondition would say it more plainly, but with one the API server (1.37) was seen
+				// to fail the shareVolumePolicy mutations ("unsupported conversion to ref.Val:
+				// (v1.VolumeMount)").
+				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(corev1.MirrorPodAnnotationKey)},
 				{Name: "recorded", Expression: hasAnnotation(appsv1alpha1.StatusAnnotation)},
 				{Name: "others", Expression: others},
 			}, variables...),
