@@ -250,7 +250,7 @@ lint-scripts: ## shellcheck the hack/ scripts and .ci/run (hack/shellcheck.sh: f
 	hack/shellcheck.sh
 
 .PHONY: bench-scale
-bench-scale: manifests kustomize ## Issue 10's scale goals on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).
+bench-scale: manifests kustomize ## Scale measurements on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).
 	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
 	if [ -n "$$SIDECARSET_SCALE_PROFILE_DIR" ]; then export SIDECARSET_APISERVER_PROFILING=true; mkdir -p "$$SIDECARSET_SCALE_PROFILE_DIR"; fi; \
 	trap 'hack/demo.sh down' EXIT; \

@@ -338,16 +338,18 @@ func renderBinding(set *appsv1alpha1.SidecarSet, opts Options) *admissionregistr
 		metav1.LabelSelectorRequirement{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn,
 			Values: []string{appsv1alpha1.NamespaceInjectionDisabled}})
 	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy(), NamespaceSelector: namespaces}
+	return binding(set, Name(set.Name), match)
+}
+
+// binding binds set's policy, under name, to what match selects.
+func binding(set *appsv1alpha1.SidecarSet, name string, match *admissionregistrationv1.MatchResources) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
 	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   Name(set.Name),
+			Name:   name,
 			Labels: map[string]string{ManagedByLabel: ManagedByValue, SetLabel: set.Name},
 		},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
-			PolicyName:     Name(set.Name),
-			MatchResources: match,
-		},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: Name(set.Name), MatchResources: match},
 	}
 }
 

@@ -53,20 +53,10 @@ func withProbe(p *admissionregistrationv1.MutatingAdmissionPolicy, namespace, di
 // renderProbe is the probe binding of set's policy: probe pods with key, in the operator's
 // namespace only.
 func renderProbe(set *appsv1alpha1.SidecarSet, namespace, key string) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
-	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   ProbeName(set.Name),
-			Labels: map[string]string{ManagedByLabel: ManagedByValue, SetLabel: set.Name},
-		},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
-			PolicyName: Name(set.Name),
-			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}},
-				ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{ProbeLabel: key}},
-			},
-		},
-	}
+	return binding(set, ProbeName(set.Name), &admissionregistrationv1.MatchResources{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}},
+		ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{ProbeLabel: key}},
+	})
 }
 
 // digest is a short digest of obj's JSON.

@@ -110,7 +110,7 @@ func httpGet(url string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-// BenchmarkScale measures issue 10's goals on the local cluster, with the operator as its own
+// BenchmarkScale measures the operator at scale on the local cluster, with the operator as its own
 // process (metrics on): (2) pod creation throughput with no webhook, a no-op webhook and ours;
 // (1) status lag and operator work per pod event with many SidecarSets, at two sizes, through
 // a burst of creations and a burst of pods going NotReady; (4) the operator's heap with the
@@ -720,7 +720,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		median(ours, p50), median(patched, p50), median(ours, p99), median(patched, p99), median(ours, apiCPU), median(patched, apiCPU))
 	b.ReportMetric(median(ours, rate)/median(patched, rate), "ours/one-op-patch-throughput")
 	pm := "policy mode"
-	b.Logf("policy mode (issue 12; the set's MutatingAdmissionPolicy, our webhook registered for routed pods): %.1f pods/s = %.2fx no webhook, %.2fx ours, "+
+	b.Logf("policy mode (the set's MutatingAdmissionPolicy, our webhook registered for routed pods): %.1f pods/s = %.2fx no webhook, %.2fx ours, "+
 		"%.2fx the no-op with opted-in pods (watched, not injected); "+
 		"webhook calls per pod %.2f; CPU ms/pod kube-apiserver policy/ours/no webhook %.2f/%.2f/%.2f, operator %.2f/%.2f",
 		median(pm, rate), median(pm, rate)/median("no webhook", rate), median(pm, rate)/median(ours, rate), median(pm, rate)/median(watched, rate),
