@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,11 +44,14 @@ func TestScalingAndDeletionMoveCountsExactly(t *testing.T) {
 		}
 		return len(now) == 2, fmt.Sprintf("%d pods", len(now))
 	})
+	waitForCounts(t, set, counts{2, 2, 2, 2}, converge)
 
-	// A pod whose Ready condition turns False is no longer counted ready (kwok does not set it
-	// back once the pod runs).
-	// kwok may still be writing the pod's status: retry on conflicts, as a kubelet would.
+	// A pod whose Ready condition turns False (its app fails its readiness probe) is no longer
+	// counted ready. The annotation keeps kwok from making it Ready again (hack/kwok), and kwok
+	// may still be writing the pod's status: retry on conflicts, as a kubelet would.
 	name := podsOf(t, ns, "scale")[0].Name
+	must(t, k8s.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"sidecar-update.stage.sidecarset.io/not-ready":"true"}}}`))))
 	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var pod corev1.Pod
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
