@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -10,45 +9,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-// podEvents feeds the tally and enqueues the sets it names: a Pod event costs one
-// classification per SidecarSet, not a reconcile of every set that selects the Pod.
-func (r *SidecarSetReconciler) podEvents() handler.EventHandler {
-	return tallyEvents(r.tally.UpsertPod, func(o client.Object) []string { return r.tally.DeletePod(o.GetNamespace(), o.GetName()) })
-}
-
-// namespaceEvents feeds Namespace labels to the tally: a label change may make a namespace
-// selector match or not, or opt the namespace out of injection.
-func (r *SidecarSetReconciler) namespaceEvents() handler.EventHandler {
-	return tallyEvents(r.tally.UpsertNamespace, func(o client.Object) []string { return r.tally.DeleteNamespace(o.GetName()) })
-}
-
-// tallyEvents hands created and updated objects of type T to upsert, deleted ones to remove,
-// and enqueues the sets they name.
-func tallyEvents[T client.Object](upsert func(T) []string, remove func(client.Object) []string) handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) {
-			if obj, ok := e.Object.(T); ok {
-				enqueue(q, upsert(obj))
-			}
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
-			if obj, ok := e.ObjectNew.(T); ok {
-				enqueue(q, upsert(obj))
-			}
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			enqueue(q, remove(e.Object))
-		},
-	}
-}
 
 func enqueue(q queue, names []string) {
 	for _, n := range names {

@@ -52,7 +52,7 @@ func unexport(name string) {
 // should hear about: the Ready condition's reason (invalid, stopped by a conflict, rolling,
 // ready again), and selected pods appearing in namespaces that are never injected. The
 // events.k8s.io recorder aggregates repeats into a series.
-func (r *SidecarSetReconciler) announce(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
+func (r *StatusReconciler) announce(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
 	was, is := meta.FindStatusCondition(old.Conditions, appsv1alpha1.ConditionReady), meta.FindStatusCondition(now.Conditions, appsv1alpha1.ConditionReady)
 	if is != nil && (was == nil || was.Reason != is.Reason) {
 		kind, note := corev1.EventTypeNormal, is.Message
@@ -65,10 +65,10 @@ func (r *SidecarSetReconciler) announce(set *appsv1alpha1.SidecarSet, old, now *
 				note = c.Message
 			}
 		}
-		r.event(set, kind, is.Reason, "Reconcile", "%s", note)
+		record(r.Recorder, set, kind, is.Reason, "Reconcile", "%s", note)
 	}
 	if now.ExcludedPods > 0 && old.ExcludedPods == 0 {
-		r.event(set, corev1.EventTypeWarning, "PodsExcluded", "Reconcile",
+		record(r.Recorder, set, corev1.EventTypeWarning, "PodsExcluded", "Reconcile",
 			"%d pods the SidecarSet selects are in namespaces that are never injected (kube-system, the operator's namespace, or labelled %s=%s); they get no sidecars",
 			now.ExcludedPods, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled)
 	}

@@ -37,7 +37,7 @@ func TestAnnounce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &events.FakeRecorder{Events: make(chan string, 10)}
-			r := &SidecarSetReconciler{Recorder: rec}
+			r := &StatusReconciler{Recorder: rec}
 			r.announce(&appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, &tc.old, &tc.now)
 			close(rec.Events)
 			var got []string
@@ -59,7 +59,7 @@ func TestAnnounce(t *testing.T) {
 // TestPodEventsAreCapped: per set and revision, the first pods get their own event, the first
 // one past the cap is announced on the set, and a new revision starts again.
 func TestPodEventsAreCapped(t *testing.T) {
-	var m rolloutMemory
+	m := &RolloutReconciler{States: NewRolloutStates()}
 	type answer struct{ send, capped bool }
 	var got []answer
 	for _, hash := range []string{"a", "a", "a", "a", "b"} {
@@ -79,7 +79,9 @@ func TestPodEventsAreCapped(t *testing.T) {
 	if send, _ := m.podEvent("agent", "b", 2); send {
 		t.Fatal("the third pod of revision b got an event")
 	}
-	m.drop("agent")
+	if err := m.stop(t.Context(), "agent"); err != nil {
+		t.Fatal(err)
+	}
 	if send, _ := m.podEvent("agent", "b", 2); !send {
 		t.Error("a dropped set kept its count")
 	}

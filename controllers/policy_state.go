@@ -2,9 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,56 +31,10 @@ type PolicyState struct {
 
 // PolicyStates holds every set's PolicyState, written by the policy reconciler and read by the
 // status reconciler for the PolicyCompiled condition. Safe for concurrent use.
-type PolicyStates struct {
-	mu          sync.Mutex
-	states      map[string]PolicyState
-	subscribers []func(names []string)
-}
+type PolicyStates struct{ *published[PolicyState] }
 
 // NewPolicyStates returns an empty PolicyStates.
-func NewPolicyStates() *PolicyStates { return &PolicyStates{states: map[string]PolicyState{}} }
-
-// Subscribe registers f to be called with the names of the sets whose state changed. f is
-// called with the lock held: it must not block or call PolicyStates.
-func (s *PolicyStates) Subscribe(f func(names []string)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.subscribers = append(s.subscribers, f)
-}
-
-// Get returns the state of the named set, if the reconciler has rendered it.
-func (s *PolicyStates) Get(name string) (PolicyState, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.states[name]
-	return st, ok
-}
-
-// replace sets every state at once (sets not in states are forgotten) and tells the
-// subscribers which changed.
-func (s *PolicyStates) replace(states map[string]PolicyState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var changed []string
-	for name, st := range states {
-		if old, ok := s.states[name]; !ok || !equalStates(old, st) {
-			changed = append(changed, name)
-		}
-	}
-	for name := range s.states {
-		if _, ok := states[name]; !ok {
-			changed = append(changed, name)
-		}
-	}
-	s.states = maps.Clone(states)
-	if len(changed) == 0 {
-		return
-	}
-	slices.Sort(changed)
-	for _, f := range s.subscribers {
-		f(changed)
-	}
-}
+func NewPolicyStates() *PolicyStates { return &PolicyStates{newPublished(equalStates)} }
 
 func equalStates(a, b PolicyState) bool {
 	sameUnsupported := (a.Unsupported == nil) == (b.Unsupported == nil) &&

@@ -3,55 +3,100 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
+// RevisionReconciler stores each SidecarSet's content as a ControllerRevision in the
+// operator's namespace, numbered in order, and prunes revisions past the set's history limit
+// that no Pod still records (the rollout needs the content a Pod was injected with to tell a
+// sidecar edited since from ours).
+type RevisionReconciler struct {
+	// Client reads SidecarSets and revisions from the manager's cache, and writes revisions.
+	Client client.Client
+	// Namespace is the operator's namespace, where revisions are stored.
+	Namespace string
+	// Pods is the operator's view of the opted-in Pods: the hashes they record.
+	Pods *PodIndex
+}
+
 // +kubebuilder:rbac:groups=apps,namespace=sidecarset-system,resources=controllerrevisions,verbs=get;list;watch;create;update;delete
 
-// revisions stores the set's current content as its newest ControllerRevision in the
-// operator's namespace, keeps the history limit, and returns the current revision's name.
-// Without a namespace (the operator run outside a Pod without POD_NAMESPACE) nothing is stored.
-func (r *SidecarSetReconciler) revisions(ctx context.Context, c *inject.CompiledSet) (string, error) {
-	if r.Namespace == "" {
-		return "", nil
+// keptForPods is how often a set whose revisions Pods still hold is looked at again: a Pod
+// deleted frees its revision for pruning, and pruning may wait that long.
+const keptForPods = 10 * time.Minute
+
+// Reconcile stores the set's current content as its newest revision and keeps the history
+// limit. The revisions of a deleted set are the garbage collector's: the set owns them.
+func (r *RevisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var set appsv1alpha1.SidecarSet
+	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	c, err := inject.Compile(&set)
+	if err != nil {
+		return ctrl.Result{}, nil //nolint:nilerr // an invalid set has no content to store; its status says why
 	}
 	var list appsv1.ControllerRevisionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
 		client.MatchingLabels{appsv1alpha1.RevisionSetLabel: c.Name()}); err != nil {
-		return "", fmt.Errorf("listing revisions: %w", err)
+		return ctrl.Result{}, fmt.Errorf("listing revisions: %w", err)
 	}
-	p := revision.Reconcile(c, r.Namespace, list.Items, r.recordedHashes(c))
+	held := false
+	inUse := r.recordedHashes(c)
+	p := revision.Reconcile(c, r.Namespace, list.Items, func(hash string) bool {
+		used := inUse(hash)
+		held = held || used
+		return used
+	})
 	if p.Create != nil {
 		if err := r.Client.Create(ctx, p.Create); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("storing revision %s: %w", p.Create.Name, err)
+			return ctrl.Result{}, fmt.Errorf("storing revision %s: %w", p.Create.Name, err)
 		}
 	}
 	if p.Renumber != nil {
 		if err := r.Client.Update(ctx, p.Renumber); err != nil {
-			return "", fmt.Errorf("renumbering revision %s: %w", p.Renumber.Name, err)
+			return ctrl.Result{}, fmt.Errorf("renumbering revision %s: %w", p.Renumber.Name, err)
 		}
 	}
 	for _, name := range p.Delete {
 		old := &appsv1.ControllerRevision{}
 		old.Namespace, old.Name = r.Namespace, name
 		if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
-			return "", fmt.Errorf("deleting revision %s: %w", name, err)
+			return ctrl.Result{}, fmt.Errorf("deleting revision %s: %w", name, err)
 		}
 	}
-	return p.Current, nil
+	if held {
+		return ctrl.Result{RequeueAfter: keptForPods}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler: spec changes and revision changes (one deleted
+// by hand is stored again) wake it.
+func (r *RevisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sidecarset-revisions").
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(revisionOwner)).
+		Complete(r)
 }
 
 // pinnable lists the set's stored revisions when it pins one (nil otherwise).
-func (r *SidecarSetReconciler) pinnable(ctx context.Context, set *appsv1alpha1.SidecarSet) ([]*appsv1.ControllerRevision, error) {
+func (r *StatusReconciler) pinnable(ctx context.Context, set *appsv1alpha1.SidecarSet) ([]*appsv1.ControllerRevision, error) {
 	if set.Spec.InjectionStrategy.Revision == nil {
 		return nil, nil
 	}
@@ -78,7 +123,7 @@ func storedRevisions(ctx context.Context, reader client.Reader, namespace string
 // injectedRevision is the set as it was when it injected pod: the stored revision of the hash
 // the pod records, compiled. Nil when it is not stored (pruned, or injected before revisions
 // were kept): the update then cannot tell a sidecar edited since injection.
-func (r *SidecarSetReconciler) injectedRevision(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod) (*inject.CompiledSet, error) {
+func (r *RolloutReconciler) injectedRevision(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod) (*inject.CompiledSet, error) {
 	hash, ok := inject.InjectedHash(pod.Annotations, c.Name())
 	if !ok || r.Namespace == "" {
 		return nil, nil
@@ -96,12 +141,12 @@ func (r *SidecarSetReconciler) injectedRevision(ctx context.Context, c *inject.C
 
 // recordedHashes reports whether any Pod the set selects records a hash, gathering the hashes
 // on the first question only (most reconciles prune nothing).
-func (r *SidecarSetReconciler) recordedHashes(c *inject.CompiledSet) func(string) bool {
+func (r *RevisionReconciler) recordedHashes(c *inject.CompiledSet) func(string) bool {
 	var recorded map[string]bool
 	return func(hash string) bool {
 		if recorded == nil {
 			recorded = map[string]bool{}
-			pods, _ := r.tally.Selected(c)
+			pods, _ := r.Pods.Tally.Selected(c)
 			for _, pod := range pods {
 				if h, ok := inject.InjectedHash(pod.Annotations, c.Name()); ok {
 					recorded[h] = true

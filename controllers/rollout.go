@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -16,35 +18,173 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
+	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // errStale means a Pod changed between reading and patching it (the patch's resourceVersion
-// test failed): the SidecarSet is reconciled again.
+// test failed): the set is reconciled again soon.
 var errStale = errors.New("a pod changed while it was being updated; retrying")
 
-// rolloutMemory is what the rollout keeps between reconciles. It is only a cache: after a
-// restart or a leader change it is rebuilt from the Pods (their records say what was updated).
-type rolloutMemory struct {
+// RolloutReconciler moves the running Pods of RollingUpdate SidecarSets to the sets' current
+// spec, in place, within each set's budget. It is the operator's only writer of Pods. Where
+// each rollout stands goes to States (the status reconciler writes it into the set's
+// conditions) and to the OLM upgrade gate.
+type RolloutReconciler struct {
+	// Client reads SidecarSets and ControllerRevisions from the manager's cache and patches Pods.
+	Client client.Client
+	// APIReader reads Pods whole (the cache keeps no Pod spec) and Nodes, from the API server.
+	APIReader client.Reader
+	// Sets is the compiled view of the SidecarSets: which sets inject, and the candidates an
+	// update is checked against.
+	Sets *snapshot.Store
+	// Pods is the operator's view of the opted-in Pods.
+	Pods *PodIndex
+	// Scope is where the pod webhook injects; pods elsewhere are never updated.
+	Scope status.Scope
+	// Recorder records events on Pods (and on a set whose pod events are capped); none when nil.
+	Recorder events.EventRecorder
+	// Namespace is the operator's namespace, where the revisions pods were injected with are
+	// read from; without one, no injected content is known and no pod is updated.
+	Namespace string
+	// States receives where each set's rollout stands.
+	States *RolloutStates
+	// Upgrade gates operator upgrades on rollouts in progress (OLM); nil: no gate.
+	Upgrade *UpgradeGate
+	// Workers is how many SidecarSets roll at once (one set never twice at once); 4 when zero.
+	Workers int
+	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
+	// rollout over 10,000 pods does not write 10,000 events: past the cap one event on the set
+	// says the rest update quietly (status counts them). 100 when zero.
+	PodEventsPerRevision int
+
 	mu sync.Mutex
-	// patched: set -> pod key -> the hash the Pod was patched to. The cache may not show the
-	// patch yet; until it does, the Pod counts as updated and unavailable, so the budget is
-	// never spent twice.
-	patched map[string]map[string]string
-	// blocked: set -> pod key -> why the Pod cannot take the set's hash in place. The verdict
-	// holds for that hash and that version of the Pod: when either changes (someone reverts an
-	// edit, a refused resize may now fit) the Pod is looked at again.
-	blocked map[string]map[string]blockedPod
+	// memory: set -> what its rollout remembers of its Pods. The maps of one set are only used
+	// by its own reconcile, which never runs twice at once.
+	memory map[string]status.RolloutMemory
 	// podEvents: set -> how many SidecarUpdated events went to pods for which hash.
 	podEvents map[string]podEventCount
+}
+
+// RolloutState is where one set's rollout stands, for the status reconciler.
+type RolloutState struct {
+	// UID, Generation and Hash identify the spec the rollout planned for.
+	UID        types.UID
+	Generation int64
+	Hash       string
+	Rollout    status.Rollout
+}
+
+// RolloutStates holds every rolling set's RolloutState, written by the rollout reconciler and
+// read by the status reconciler. Safe for concurrent use.
+type RolloutStates struct{ *published[RolloutState] }
+
+// NewRolloutStates returns an empty RolloutStates.
+func NewRolloutStates() *RolloutStates {
+	return &RolloutStates{newPublished(func(a, b RolloutState) bool { return reflect.DeepEqual(a, b) })}
+}
+
+// For returns the rollout state of this very spec of set: nil when the rollout has not planned
+// it yet.
+func (s *RolloutStates) For(c *inject.CompiledSet) *status.Rollout {
+	if s == nil {
+		return nil
+	}
+	st, ok := s.Get(c.Name())
+	if !ok || st.UID != c.Set.UID || st.Generation != c.Set.Generation || st.Hash != c.Hash {
+		return nil
+	}
+	return &st.Rollout
+}
+
+// +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile takes the next step of one set's rollout, publishes where it stands, and tells the
+// upgrade gate. A Pod the API server refuses to patch is reported and skipped; the others go on.
+func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var set appsv1alpha1.SidecarSet
+	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.stop(ctx, req.Name)
+		}
+		return ctrl.Result{}, err
+	}
+	c, err := inject.Compile(&set)
+	if err != nil || !rollingUpdate(&set) {
+		// An invalid set injects nothing and updates nothing; its status says why.
+		return ctrl.Result{}, r.stop(ctx, set.Name)
+	}
+	pods, namespaceLabels := r.Pods.Tally.Selected(c)
+	ro, counts, rollErr := r.roll(ctx, c, pods, namespaceLabels)
+	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
+	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
+	// may wait forever: they do not hold operator upgrades back with them.
+	inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods
+	gateErr := r.Upgrade.Note(ctx, set.Name, inProgress, fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched))
+	if errors.Is(rollErr, errStale) {
+		// A pod that changed while it was being updated is tried again soon, not with backoff.
+		return ctrl.Result{RequeueAfter: time.Second}, gateErr
+	}
+	return ctrl.Result{}, errors.Join(rollErr, gateErr)
+}
+
+// stop forgets the rollout of a set that was deleted, became invalid or no longer rolls.
+func (r *RolloutReconciler) stop(ctx context.Context, set string) error {
+	r.mu.Lock()
+	delete(r.memory, set)
+	delete(r.podEvents, set)
+	r.mu.Unlock()
+	r.States.remove(set)
+	return r.Upgrade.Note(ctx, set, false, "")
+}
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	workers := r.Workers
+	if workers == 0 {
+		workers = 4
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sidecarset-rollout").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		// Spec changes only: status writes change no rollout.
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Pods that change state (ready, updated, gone) free or spend the budget.
+		WatchesRawSource(r.Pods.Source()).
+		// A set stopped by a conflict, or free again, stops or resumes updating.
+		WatchesRawSource(subscription(r.Sets.Subscribe)).
+		Complete(r)
+}
+
+// memoryOf is what the set's rollout remembers of its Pods.
+func (r *RolloutReconciler) memoryOf(set string) status.RolloutMemory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memory == nil {
+		r.memory = map[string]status.RolloutMemory{}
+	}
+	m, ok := r.memory[set]
+	if !ok {
+		m = status.NewRolloutMemory()
+		r.memory[set] = m
+	}
+	return m
 }
 
 type podEventCount struct {
@@ -54,30 +194,26 @@ type podEventCount struct {
 
 // podEvent reports whether a pod updated to hash by set gets its own event (the first limit
 // per set and hash do), and whether this is the first pod past the limit.
-func (m *rolloutMemory) podEvent(set, hash string, limit int) (send, capped bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.podEvents == nil {
-		m.podEvents = map[string]podEventCount{}
+func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.podEvents == nil {
+		r.podEvents = map[string]podEventCount{}
 	}
-	c := m.podEvents[set]
+	c := r.podEvents[set]
 	if c.hash != hash {
 		c = podEventCount{hash: hash}
 	}
 	c.sent++
-	m.podEvents[set] = c
+	r.podEvents[set] = c
 	return c.sent <= limit, c.sent == limit+1
 }
 
-type blockedPod struct{ hash, resourceVersion, why string }
-
 // roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
-// the rollout stands and the status counts, which it takes while it classifies the Pods. A Pod
-// the API server refuses to patch is reported and skipped; the others go on.
-func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
+// the rollout stands and the counts it took while it classified the Pods.
+func (r *RolloutReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
 	namespaceLabels func(string) map[string]string) (*status.Rollout, status.Counts, error) {
-	set := c.Set
-	strategy := set.Spec.UpdateStrategy
+	strategy := c.Set.Spec.UpdateStrategy
 	canary := labels.Everything()
 	if strategy.Selector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(strategy.Selector)
@@ -87,50 +223,10 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		canary = sel
 	}
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
-
-	// The maps of one set are only used by its own reconcile, which never runs twice at once.
-	patched, blocked := r.memory.forSet(set.Name)
-	var (
-		plan    []rollout.Pod
-		targets []*corev1.Pod
-		ro      status.Rollout
-		counts  status.Counts
-	)
-	seen := map[string]bool{}
-	for _, pod := range pods {
-		s, selected := status.Classify(c, pod, namespaceLabels, r.Scope)
-		if selected {
-			counts.Add(s)
-		}
-		if !selected || s.Excluded {
-			continue
-		}
-		key := pod.Namespace + "/" + pod.Name
-		seen[key] = true
-		p := rolloutPod(key, s)
-		if patched[key] == c.Hash {
-			if s.Updated {
-				delete(patched, key) // the cache caught up
-			} else {
-				p.Updated, p.Available, p.Restarting = true, false, true
-			}
-		}
-		b, isBlocked := blocked[key]
-		isBlocked = isBlocked && b.hash == c.Hash && b.resourceVersion == pod.ResourceVersion
-		if !p.Updated && !p.Terminating {
-			switch {
-			case !s.Injected:
-				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: notInjected, NeverInjected: true})
-			case isBlocked:
-				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: b.why})
-			}
-		}
-		p.Eligible = injecting && !isBlocked && canary.Matches(labels.Set(pod.Labels))
-		plan = append(plan, p)
-		targets = append(targets, pod)
-	}
-	forget(patched, seen)
-	forget(blocked, seen)
+	memory := r.memoryOf(c.Name())
+	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope,
+		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory)
+	ro := status.Rollout{Blocked: in.Blocked}
 
 	// Plan, update, and plan again while planned pods turn out not updatable: the budget they
 	// would have used is free, and the condition must not report updates that did not happen.
@@ -138,29 +234,31 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 		stale   bool
 		started []int
 	)
+	plan := in.Plan
 	nodes := kubeletVersions{reader: r.APIReader}
 	for {
 		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
 		if err != nil {
-			return &ro, counts, err
+			return &ro, in.Counts, err
 		}
 		ro.Plan = p
 		replan := false
 		for _, i := range p.Update {
-			hash, why, err := r.updatePod(ctx, c, targets[i], namespaceLabels, &nodes)
+			target := in.Targets[i]
+			hash, why, err := r.updatePod(ctx, c, target, namespaceLabels, &nodes)
 			switch {
 			case errors.Is(err, errStale):
 				stale = true
 				plan[i].Eligible = false // tried again on the requeue
 			case err != nil:
 				ro.Plan.Update = started
-				return &ro, counts, err
+				return &ro, in.Counts, err
 			case why != "":
-				blocked[plan[i].Key] = blockedPod{hash: c.Hash, resourceVersion: targets[i].ResourceVersion, why: why}
-				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: targets[i].Namespace, Name: targets[i].Name, Why: why})
+				memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: why}
+				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: why})
 				plan[i].Eligible, replan = false, true
 			case hash != "":
-				patched[plan[i].Key] = hash
+				memory.Patched[plan[i].Key] = hash
 				plan[i].Updated, plan[i].Available, plan[i].Restarting = true, false, true
 				started = append(started, i)
 			}
@@ -171,24 +269,15 @@ func (r *SidecarSetReconciler) roll(ctx context.Context, c *inject.CompiledSet, 
 	}
 	ro.Plan.Update = started // what this pass started, across the plans
 	if stale {
-		return &ro, counts, errStale
+		return &ro, in.Counts, errStale
 	}
-	return &ro, counts, nil
-}
-
-// notInjected is why a Pod the set selects but never injected keeps no sidecars of it.
-const notInjected = "not injected by this SidecarSet (created before it, or while it was paused); recreate it to inject"
-
-// rolloutPod is what the planner needs of a Pod the set selects.
-func rolloutPod(key string, s status.PodState) rollout.Pod {
-	return rollout.Pod{Key: key, Namespace: s.Pod.Namespace, Injected: s.Injected, Updated: s.Updated,
-		Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
+	return &ro, in.Counts, nil
 }
 
 // updatePod reads the Pod afresh (the cache holds no spec) and patches the set's new images
 // into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
 // why it cannot be updated in place.
-func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
+func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
 	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (hash, why string, err error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
@@ -228,7 +317,7 @@ func (r *SidecarSetReconciler) updatePod(ctx context.Context, c *inject.Compiled
 }
 
 // planPodUpdate works out the Pod's update, or why it cannot be updated in place.
-func (r *SidecarSetReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
+func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
 	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, string, error) {
 	snap := r.Sets.Load()
 	injected, err := r.injectedRevision(ctx, c, pod)
@@ -271,7 +360,7 @@ func (r *SidecarSetReconciler) planPodUpdate(ctx context.Context, c *inject.Comp
 }
 
 // unknownInjection says why a Pod whose injected content is not known is left alone.
-func (r *SidecarSetReconciler) unknownInjection(pod *corev1.Pod, c *inject.CompiledSet) string {
+func (r *RolloutReconciler) unknownInjection(pod *corev1.Pod, c *inject.CompiledSet) string {
 	if r.Namespace == "" {
 		return "the operator stores no revisions (it runs without POD_NAMESPACE), so a sidecar edited since injection cannot be told apart; recreate the pod to update it"
 	}
@@ -281,7 +370,7 @@ func (r *SidecarSetReconciler) unknownInjection(pod *corev1.Pod, c *inject.Compi
 
 // patchOrRefusal applies a patch; a refusal by the API server (an admission policy, an
 // infeasible resize) is returned as why the Pod is not updatable, naming what was refused.
-func (r *SidecarSetReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.Operation, what string, apply func(client.Patch) error) (string, error) {
+func (r *RolloutReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.Operation, what string, apply func(client.Patch) error) (string, error) {
 	err := patchPod(pod, ops, apply)
 	if refused := (*refusedError)(nil); errors.As(err, &refused) {
 		return fmt.Sprintf("the API server refused the %s: %s", what, refused.msg), nil
@@ -290,14 +379,14 @@ func (r *SidecarSetReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.O
 }
 
 // notUpdatable records on the Pod why the set cannot update it (nothing when why is empty).
-func (r *SidecarSetReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
+func (r *RolloutReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
 	if why != "" {
 		r.event(pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 	}
 }
 
 // updated logs and records a Pod's in-place update.
-func (r *SidecarSetReconciler) updated(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod, u *inject.InPlace) {
+func (r *RolloutReconciler) updated(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod, u *inject.InPlace) {
 	var changes []string
 	for _, img := range u.Images {
 		changes = append(changes, fmt.Sprintf("%s: %s -> %s", img.Name, img.From, img.To))
@@ -310,7 +399,7 @@ func (r *SidecarSetReconciler) updated(ctx context.Context, c *inject.CompiledSe
 	if limit == 0 {
 		limit = 100
 	}
-	switch send, capped := r.memory.podEvent(c.Name(), u.To, limit); {
+	switch send, capped := r.podEvent(c.Name(), u.To, limit); {
 	case send:
 		r.event(pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	case capped:
@@ -364,43 +453,18 @@ func describeResources(r corev1.ResourceRequirements) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *SidecarSetReconciler) event(obj client.Object, kind, reason, action, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, kind, reason, action, format, args...)
-	}
+func (r *RolloutReconciler) event(obj client.Object, kind, reason, action, format string, args ...any) {
+	record(r.Recorder, obj, kind, reason, action, format, args...)
 }
 
-func (m *rolloutMemory) forSet(set string) (map[string]string, map[string]blockedPod) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.patched == nil {
-		m.patched, m.blocked = map[string]map[string]string{}, map[string]map[string]blockedPod{}
-	}
-	if m.patched[set] == nil {
-		m.patched[set], m.blocked[set] = map[string]string{}, map[string]blockedPod{}
-	}
-	return m.patched[set], m.blocked[set]
-}
-
-// forget drops the entries of pods no longer matched.
-func forget[V any](m map[string]V, seen map[string]bool) {
-	for k := range m {
-		if !seen[k] {
-			delete(m, k)
-		}
+// record records an event on obj; nothing when there is no recorder.
+func record(rec events.EventRecorder, obj client.Object, kind, reason, action, format string, args ...any) {
+	if rec != nil {
+		rec.Eventf(obj, nil, kind, reason, action, format, args...)
 	}
 }
 
 // rollingUpdate reports whether the set updates running pods.
 func rollingUpdate(set *appsv1alpha1.SidecarSet) bool {
 	return set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate
-}
-
-// drop forgets a set that was deleted or no longer rolls.
-func (m *rolloutMemory) drop(set string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.patched, set)
-	delete(m.blocked, set)
-	delete(m.podEvents, set)
 }

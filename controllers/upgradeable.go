@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/operator-framework/api/pkg/operators/v2"
+	v2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"

@@ -194,11 +194,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if policyMode {
 		policyStates = controllers.NewPolicyStates()
 	}
-	rec := &controllers.SidecarSetReconciler{Client: mgr.GetClient(), Sets: store, Scope: status.Scope{ExcludedNamespaces: excluded},
-		APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("sidecarset-controller"), Namespace: opts.Namespace,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions), PolicyMode: policyMode, Policies: policyStates}
-	if err := rec.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the SidecarSet reconciler: %w", err)
+	if err := setupControllers(mgr, store, opts, status.Scope{ExcludedNamespaces: excluded}, policyMode, policyStates); err != nil {
+		return nil, err
 	}
 	if policyMode {
 		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
@@ -212,6 +209,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, err
 	}
 	return &Operator{Sets: store, Cache: mgr.GetCache()}, nil
+}
+
+// setupControllers registers the controllers that share the operator's view of the Pods, one
+// per job: status (reads only), rollout (the only writer of Pods), and revisions (when the
+// operator knows its namespace, where they are stored).
+func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, scope status.Scope,
+	policyMode bool, policyStates *controllers.PolicyStates) error {
+	pods := controllers.NewPodIndex(mgr.GetCache(), scope)
+	rollouts := controllers.NewRolloutStates()
+	recorder := mgr.GetEventRecorder("sidecarset-controller")
+	statusRec := &controllers.StatusReconciler{Client: mgr.GetClient(), Sets: store, Pods: pods, Rollouts: rollouts,
+		Recorder: recorder, Namespace: opts.Namespace, PolicyMode: policyMode, Policies: policyStates}
+	if err := statusRec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the status reconciler: %w", err)
+	}
+	rolloutRec := &controllers.RolloutReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
+		Pods: pods, Scope: scope, Recorder: recorder, Namespace: opts.Namespace, States: rollouts,
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions)}
+	if err := rolloutRec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the rollout reconciler: %w", err)
+	}
+	if opts.Namespace == "" {
+		return nil
+	}
+	revisions := &controllers.RevisionReconciler{Client: mgr.GetClient(), Namespace: opts.Namespace, Pods: pods}
+	if err := revisions.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the revision reconciler: %w", err)
+	}
+	return nil
 }
 
 // excludedNamespaces is every namespace never injected: kube-system, the operator's own and

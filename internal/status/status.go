@@ -252,10 +252,7 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 	}
 	conds := conditions(set, counts, conflicts)
 	if set.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate {
-		if ro == nil {
-			ro = &Rollout{}
-		}
-		rolling := rollingCondition(set, counts, *ro)
+		rolling := rollingCondition(set, counts, ro)
 		conds = append(conds, rolling, readyCondition(set, conflicts, &rolling))
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionRollingUpdate)
@@ -388,11 +385,21 @@ type BlockedPod struct {
 const maxNamed = 5
 
 // rollingCondition is the RollingUpdate condition of a set whose updateStrategy is
-// RollingUpdate.
-func rollingCondition(set *inject.CompiledSet, c Counts, ro Rollout) metav1.Condition {
-	p := ro.Plan
+// RollingUpdate; ro is where the rollout of this very spec stands, nil until it is planned.
+func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Condition {
 	cond := metav1.Condition{Type: appsv1alpha1.ConditionRollingUpdate}
 	progress := fmt.Sprintf("%d of %d matched pods carry hash %s", c.Updated, c.Matched, set.Hash)
+	if ro == nil {
+		if c.Updated < c.Matched {
+			cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
+			cond.Message = progress + "; the rollout has not planned this spec yet"
+		} else {
+			cond.Status, cond.Reason = metav1.ConditionFalse, "Complete"
+			cond.Message = progress + "; nothing left to update"
+		}
+		return cond
+	}
+	p := ro.Plan
 	if p.Keep > 0 {
 		progress += fmt.Sprintf(" (partition keeps %d)", p.Keep)
 	}

@@ -625,8 +625,10 @@ func TestRollingUpdateCondition(t *testing.T) {
 			metav1.ConditionTrue, "Paused", "2 pods wait", "RollingUpdatePaused"},
 		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
 			metav1.ConditionFalse, "PodsNotUpdatable", "7 pods cannot be updated in place and keep their sidecars until recreated (a: 1, b: 1, c: 1, d: 1, e: 1 and 1 more; 1 of them were never injected by this SidecarSet); a PodNotUpdatable event", "PodsNotUpdatable"},
-		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), nil,
+		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{},
 			metav1.ConditionFalse, "Complete", "nothing left to update", "Injecting"},
+		{"not planned yet", compiledSet(t, "log-agent", nil, rolling(false)), nil,
+			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash e3cb593402a9634b; the rollout has not planned this spec yet", "RollingUpdateProgressing"},
 	}
 	now := metav1.NewTime(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC))
 	for _, tt := range tests {

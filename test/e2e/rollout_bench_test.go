@@ -54,7 +54,7 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 		b.Logf("%d pods created, injected and Ready in %s", n, time.Since(start).Round(time.Millisecond))
 
 		budget := watchBudget(b, ns)
-		budget.reset()
+		budget.Reset()
 		writesBefore, eventsBefore := podWrites(b), eventWrites(b)
 		start = time.Now()
 		editSet(b, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
@@ -73,13 +73,13 @@ func BenchmarkInPlaceRollout(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "s/rollout")
 		b.ReportMetric(writes/float64(n), "writes/pod")
 		b.ReportMetric(events/float64(n), "event-writes/pod")
-		b.ReportMetric(float64(budget.max()), "peak-unavailable")
+		b.ReportMetric(float64(budget.Highest()), "peak-unavailable")
 		b.ReportMetric(float64(allowed), "max-unavailable")
 		b.ReportMetric(0, "ns/op")
 		b.Logf("rollout of %d pods: %s, %.0f pod writes (%.2f per pod), %.0f event writes (%.2f per pod), peak unavailable %d of at most %d",
-			n, took.Round(time.Millisecond), writes, writes/float64(n), events, events/float64(n), budget.max(), allowed)
-		if budget.max() > allowed {
-			b.Errorf("peak unavailable %d exceeds maxUnavailable %d", budget.max(), allowed)
+			n, took.Round(time.Millisecond), writes, writes/float64(n), events, events/float64(n), budget.Highest(), allowed)
+		if budget.Highest() > allowed {
+			b.Errorf("peak unavailable %d exceeds maxUnavailable %d", budget.Highest(), allowed)
 		}
 	}
 }

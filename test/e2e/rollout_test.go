@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,51 +20,11 @@ import (
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
-// budgetWatch lists a namespace's pods every 50 ms while a test runs and keeps the highest
-// number of them that were unavailable at once: not Ready, or running another image than their
-// spec names (kwok's sidecar-update stages play the kubelet; hack/kwok).
-type budgetWatch struct {
-	mu      sync.Mutex
-	highest int
-}
-
-func watchBudget(t testing.TB, ns string) *budgetWatch {
+// watchBudget keeps the highest number of ns's pods unavailable at once while the test runs
+// (kwok's sidecar-update stages play the kubelet; hack/kwok).
+func watchBudget(t testing.TB, ns string) *testutil.Budget {
 	t.Helper()
-	w := &budgetWatch{}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for runCtx.Err() == nil {
-			var pods corev1.PodList
-			if err := k8s.List(runCtx, &pods, client.InNamespace(ns)); err == nil {
-				n := 0
-				for i := range pods.Items {
-					if !testutil.PodAvailable(&pods.Items[i]) { // terminating pods count: the budget counts them
-						n++
-					}
-				}
-				w.mu.Lock()
-				w.highest = max(w.highest, n)
-				w.mu.Unlock()
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return w
-}
-
-func (w *budgetWatch) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.highest = 0
-}
-
-func (w *budgetWatch) max() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.highest
+	return testutil.WatchBudget(ctx, t, k8s, ns, 50*time.Millisecond)
 }
 
 func editSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
@@ -144,7 +102,7 @@ func TestInPlaceRollout(t *testing.T) {
 		uids[p.Name] = p.UID
 	}
 	budget := watchBudget(t, ns)
-	budget.reset()
+	budget.Reset()
 
 	editSet(t, set, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
@@ -152,8 +110,8 @@ func TestInPlaceRollout(t *testing.T) {
 	})
 	took := waitForRollout(t, set, "Complete", "4 of 4 matched pods carry hash")
 	waitForCounts(t, set, counts{4, 4, 4, 4}, converge)
-	t.Logf("rollout of 4 pods (maxUnavailable 1, kwok restart delay 500 ms) complete in %s; highest unavailable %d", took, budget.max())
-	if got := budget.max(); got != 1 {
+	t.Logf("rollout of 4 pods (maxUnavailable 1, kwok restart delay 500 ms) complete in %s; highest unavailable %d", took, budget.Highest())
+	if got := budget.Highest(); got != 1 {
 		t.Errorf("highest number of unavailable pods during the rollout: %d, want 1 (maxUnavailable 1)", got)
 	}
 	for _, p := range podsOf(t, ns, "rolled") {
@@ -170,7 +128,7 @@ func TestInPlaceRollout(t *testing.T) {
 	}
 
 	// A broken image: one pod takes it and never becomes ready; the rollout stops there.
-	budget.reset()
+	budget.Reset()
 	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
 	waitForRollout(t, set, "Progressing", "1 of 4 matched pods carry hash", "1 restarting of at most 1 unavailable")
 	time.Sleep(2 * time.Second) // a runaway rollout would show itself by now
@@ -183,8 +141,8 @@ func TestInPlaceRollout(t *testing.T) {
 			broken = p.Name
 		}
 	}
-	if broken == "" || budget.max() != 1 {
-		t.Fatalf("broken image: pod %q took it, highest unavailable %d; want one pod, 1", broken, budget.max())
+	if broken == "" || budget.Highest() != 1 {
+		t.Fatalf("broken image: pod %q took it, highest unavailable %d; want one pod, 1", broken, budget.Highest())
 	}
 
 	// Back to the known image: only the pod on the broken image is touched.
@@ -208,7 +166,7 @@ type interruptedRollout struct {
 	set    *appsv1alpha1.SidecarSet
 	ns     string
 	app    string
-	budget *budgetWatch
+	budget *testutil.Budget
 	writes float64
 }
 
@@ -229,7 +187,7 @@ func startInterruptedRollout(t *testing.T, name, app, delayMs string) *interrupt
 	newDeploymentWith(t, r.ns, app, 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": delayMs})
 	waitForCounts(t, r.set, counts{6, 6, 6, 6}, converge)
 	r.budget = watchBudget(t, r.ns)
-	r.budget.reset()
+	r.budget.Reset()
 	r.writes = podWrites(t)
 
 	editSet(t, r.set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
@@ -249,8 +207,8 @@ func (r *interruptedRollout) finish(t *testing.T, image string, maxRestarts int3
 	waitForRollout(t, r.set, "Complete", "6 of 6 matched pods carry hash")
 	waitForCounts(t, r.set, counts{6, 6, 6, 6}, converge)
 	writes := podWrites(t) - r.writes
-	if r.budget.max() > 2 {
-		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", r.budget.max())
+	if r.budget.Highest() > 2 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 2", r.budget.Highest())
 	}
 	for _, p := range podsOf(t, r.ns, r.app) {
 		img, n := containerNamed(p.Spec.Containers, "agent").Image, restarts(&p, "agent")
@@ -271,7 +229,7 @@ func TestRolloutSurvivesOperatorRestart(t *testing.T) {
 	time.Sleep(time.Second)
 	must(t, startOperator("operator-0"))
 	writes := r.finish(t, "registry.example/agent:2.0", 1, true)
-	t.Logf("rollout across a restart: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.max())
+	t.Logf("rollout across a restart: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.Highest())
 	if writes != 6 {
 		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
 	}
@@ -284,7 +242,7 @@ func TestSpecEditMidRollout(t *testing.T) {
 	r := startInterruptedRollout(t, "edit", "edited", "1000")
 	editSet(t, r.set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:3.0" })
 	writes := r.finish(t, "registry.example/agent:3.0", 2, false)
-	t.Logf("two rollouts overlapping: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.max())
+	t.Logf("two rollouts overlapping: %.0f pod writes for 6 pods, highest unavailable %d of 2", writes, r.budget.Highest())
 	if writes < 6 || writes > 12 {
 		t.Errorf("%.0f pod writes: want one per pod per revision it was moved to (6 to 12)", writes)
 	}
@@ -305,7 +263,7 @@ func TestRolloutSurvivesLeaderChange(t *testing.T) {
 	stopOperator(t, leader, "KILL")
 	writes := r.finish(t, "registry.example/agent:2.0", 1, true)
 	t.Logf("rollout across a leader change (%s killed, %s took over): %.0f pod writes for 6 pods, highest unavailable %d of 2",
-		leader, follower, writes, r.budget.max())
+		leader, follower, writes, r.budget.Highest())
 	if writes != 6 {
 		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
 	}

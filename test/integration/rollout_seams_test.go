@@ -162,7 +162,7 @@ func TestTerminatingPodHoldsTheBudget(t *testing.T) {
 	must(t, k8s.Update(ctx, held))
 	must(t, k8s.Delete(ctx, held))
 	waitForCounts(t, set, counts{2, 2, 2, 2})
-	kubelet.reset()
+	kubelet.Reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	rollingCondition(t, set, "Progressing", "0 of 2 matched pods carry hash", "namespaces "+ns)
@@ -175,7 +175,7 @@ func TestTerminatingPodHoldsTheBudget(t *testing.T) {
 	held.Finalizers = nil
 	must(t, k8s.Update(ctx, held))
 	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
-	if got := kubelet.highest(); got != 1 {
+	if got := kubelet.Highest(); got != 1 {
 		t.Errorf("at most %d pods were unavailable at once (the deleted one included), want 1", got)
 	}
 }
@@ -196,7 +196,7 @@ func TestSpecChangeMidRolloutCountsRestartsInFlight(t *testing.T) {
 		cur.Labels["canary"] = fmt.Sprint(i == 0)
 		must(t, k8s.Update(ctx, cur))
 	}
-	kubelet.reset()
+	kubelet.Reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
@@ -211,7 +211,7 @@ func TestSpecChangeMidRolloutCountsRestartsInFlight(t *testing.T) {
 		s.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "false"}}
 	})
 	rollingCondition(t, set, "Complete", "2 of 3 matched pods carry hash")
-	if got := kubelet.highest(); got != 1 {
+	if got := kubelet.Highest(); got != 1 {
 		t.Errorf("at most %d pods were unavailable at once, want 1 (maxUnavailable 1)", got)
 	}
 }

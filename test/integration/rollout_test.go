@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +36,8 @@ type fakeKubelet struct {
 	// termination grace period.
 	keepsReady bool
 
-	mu             sync.Mutex
-	maxUnavailable int
-	since          map[string]time.Time // pod/container -> when its image changed
+	testutil.Budget
+	since map[string]time.Time // pod/container -> when its image changed; only scan uses it
 }
 
 func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet {
@@ -69,32 +67,14 @@ func runFakeKubelet(t *testing.T, k *fakeKubelet) *fakeKubelet {
 	return k
 }
 
-// reset forgets the highest count seen so far.
-func (k *fakeKubelet) reset() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.maxUnavailable = 0
-}
-
-func (k *fakeKubelet) highest() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.maxUnavailable
-}
-
 func (k *fakeKubelet) scan(ctx context.Context) {
 	var pods corev1.PodList
 	if err := k8s.List(ctx, &pods, client.InNamespace(k.ns)); err != nil {
 		return
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	unavailable := 0
+	k.Observe(pods.Items)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if !testutil.PodAvailable(pod) {
-			unavailable++
-		}
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
@@ -104,7 +84,6 @@ func (k *fakeKubelet) scan(ctx context.Context) {
 			_ = k8s.Status().Update(ctx, pod) // a conflict is retried at the next scan
 		}
 	}
-	k.maxUnavailable = max(k.maxUnavailable, unavailable)
 }
 
 // statusOf is the status a kubelet would report now.
@@ -233,7 +212,7 @@ func TestRollingUpdateInPlace(t *testing.T) {
 	for _, p := range pods {
 		before[p.Name] = getPod(t, p)
 	}
-	kubelet.reset()
+	kubelet.Reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
@@ -254,7 +233,7 @@ func TestRollingUpdateInPlace(t *testing.T) {
 			t.Errorf("pod %s: the app container changed:\n%+v\n%+v", p.Name, old.Spec.Containers[0], after.Spec.Containers[0])
 		}
 	}
-	if got := kubelet.highest(); got != 1 {
+	if got := kubelet.Highest(); got != 1 {
 		t.Errorf("at most %d pods were unavailable at once during the rollout, want exactly 1 (maxUnavailable 1)", got)
 	}
 }
@@ -315,7 +294,7 @@ func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
 	set := createSet(t, rollingSet("broken", "broken"))
 	pods := rolloutPods(t, ns, "broken", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3})
-	kubelet.reset()
+	kubelet.Reset()
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:broken" })
 	rollingCondition(t, set, "Progressing", "1 of 3 matched pods carry hash", "1 restarting of at most 1 unavailable")
@@ -328,9 +307,9 @@ func TestRollingUpdateStopsAtABrokenImage(t *testing.T) {
 	}
 	var cur appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, types.NamespacedName{Name: set.Name}, &cur))
-	if updated != 1 || cur.Status.UnavailablePods != 1 || cur.Status.UpdatedReadyPods != 0 || kubelet.highest() != 1 {
+	if updated != 1 || cur.Status.UnavailablePods != 1 || cur.Status.UpdatedReadyPods != 0 || kubelet.Highest() != 1 {
 		t.Errorf("broken image: %d pods patched, status unavailable %d, updatedReady %d, highest unavailable %d; want 1, 1, 0, 1",
-			updated, cur.Status.UnavailablePods, cur.Status.UpdatedReadyPods, kubelet.highest())
+			updated, cur.Status.UnavailablePods, cur.Status.UpdatedReadyPods, kubelet.Highest())
 	}
 }
 

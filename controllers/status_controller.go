@@ -7,13 +7,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,33 +23,34 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
-	"github.com/sidecarset/sidecarset-operator/internal/tally"
 )
 
-// SidecarSetReconciler keeps SidecarSet status exact. It is driven only by watches: SidecarSet
-// spec changes, Pod and Namespace events mapped to exactly the SidecarSets they affect, and
-// the Store's word on which SidecarSets' conflicts changed.
-type SidecarSetReconciler struct {
-	// Client reads from the manager's cache (Pods there are only opted-in ones).
+// StatusReconciler keeps SidecarSet status exact. It reads and never writes anything but the
+// sets' status: the counts come from the PodIndex, where each rollout stands from the rollout
+// reconciler (RolloutStates), whether each policy is in force from the policy reconciler
+// (PolicyStates), and the current revision from the ControllerRevisions the revision
+// reconciler stores. It is driven only by watches: SidecarSet spec changes, Pod and Namespace
+// events mapped to exactly the SidecarSets they affect, and the other reconcilers' word.
+type StatusReconciler struct {
+	// Client reads from the manager's cache (Pods there are only opted-in ones) and writes
+	// SidecarSet status.
 	Client client.Client
-	// Sets is the compiled view of the SidecarSets, used to map Pod events and for conflicts.
+	// Sets is the compiled view of the SidecarSets, for conflicts.
 	Sets *snapshot.Store
-	// Scope is where the pod webhook injects; pods elsewhere are counted as excluded.
-	Scope status.Scope
+	// Pods is the operator's view of the opted-in Pods: each set's counts.
+	Pods *PodIndex
+	// Rollouts is where each RollingUpdate stands; nil: no set's rollout is known.
+	Rollouts *RolloutStates
 	// Now is the clock for condition transitions; time.Now when nil.
 	Now func() time.Time
-	// APIReader reads Pods whole, from the API server, for in-place updates (the cache keeps
-	// no Pod spec).
-	APIReader client.Reader
-	// Recorder records events on SidecarSets and Pods; none when nil.
+	// Recorder records events on SidecarSets; none when nil.
 	Recorder events.EventRecorder
 	// Namespace is the operator's namespace, where SidecarSet revisions are stored; none are
 	// when it is empty.
 	Namespace string
-	// Upgrade gates operator upgrades on rollouts in progress (OLM); nil: no gate.
-	Upgrade *UpgradeGate
 	// Workers is how many SidecarSets are reconciled at once (one set is never reconciled
 	// twice at once); 4 when zero.
 	Workers int
@@ -68,60 +67,38 @@ type SidecarSetReconciler struct {
 	// after a quiet spell is immediate; the status is exact at most this long after the last
 	// pod event. 250ms when zero; negative: no limit. It is measured on the wall clock, not Now.
 	StatusInterval time.Duration
-	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
-	// rollout over 10,000 pods does not write 10,000 events: past the cap one event on the set
-	// says the rest update quietly (status counts them). 100 when zero.
-	PodEventsPerRevision int
 
-	memory rolloutMemory
-	// tally keeps every set's counts current from Pod and Namespace events.
-	tally *tally.Tally
 	// written is the status each set was last patched to, to tell our own writes apart.
 	written statusWrites
 }
 
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconcile recomputes one SidecarSet's status and patches it when it changed. What one job of
-// the pass fails to do (a pod update, the revision store, the OLM gate) never keeps the others
-// from running or the status from being written: the errors are returned together afterwards,
-// and the set is reconciled again.
-func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile recomputes one SidecarSet's status and patches it when it changed. What fails to
+// be read (the policy state, the revisions) keeps what the status said of it, and the set is
+// reconciled again with backoff.
+func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var set appsv1alpha1.SidecarSet
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.memory.drop(req.Name)
-			r.tally.Forget(req.Name)
+			r.Pods.Tally.Forget(req.Name)
 			r.written.forget(req.Name)
 			unexport(req.Name)
-			if err := r.Upgrade.Note(ctx, req.Name, false, ""); err != nil {
-				return ctrl.Result{}, err
-			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	want, jobErr := r.compute(ctx, &set)
-	// A pod that changed while it was being updated is tried again soon; a job that failed is
-	// retried with backoff (the error returned below).
-	result := ctrl.Result{}
-	if errors.Is(jobErr, errStale) {
-		result.RequeueAfter = time.Second
-	}
+	want, readErr := r.compute(ctx, &set)
 	export(set.Name, &want)
 	if !r.written.needed(&set, &set.Status, &want) {
-		return result, withoutStale(jobErr)
+		return ctrl.Result{}, readErr
 	}
 	// Writing later writes what is current then: the counts go on changing in the meantime.
 	if wait := r.written.wait(set.Name, time.Now(), r.statusInterval()); wait > 0 {
-		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
-			result.RequeueAfter = wait
-		}
-		return result, withoutStale(jobErr)
+		return ctrl.Result{RequeueAfter: wait}, readErr
 	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
 	// reads it concurrently): patch a copy. The optimistic lock turns a write based on a stale
@@ -130,64 +107,35 @@ func (r *SidecarSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	updated.Status = want
 	patch := client.MergeFromWithOptions(&set, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
-		return ctrl.Result{}, errors.Join(fmt.Errorf("patching status: %w", err), withoutStale(jobErr))
+		return ctrl.Result{}, errors.Join(fmt.Errorf("patching status: %w", err), readErr)
 	}
 	r.written.note(updated, time.Now())
 	r.announce(updated, &set.Status, &want)
-	return result, withoutStale(jobErr)
-}
-
-// withoutStale drops errStale from the errors of a pass (a stale pod is retried on a timer,
-// not with backoff); nil when nothing else failed.
-func withoutStale(err error) error {
-	all := []error{err}
-	var joined interface{ Unwrap() []error }
-	if errors.As(err, &joined) {
-		all = joined.Unwrap()
-	}
-	var rest []error
-	for _, e := range all {
-		if !errors.Is(e, errStale) {
-			rest = append(rest, e)
-		}
-	}
-	return errors.Join(rest...)
+	return ctrl.Result{}, readErr
 }
 
 // compute returns the status the SidecarSet should have, and what went wrong on the way (the
-// status is complete all the same: a job that failed keeps what the set's status said of it).
+// status is complete all the same: what could not be read keeps what the set's status said).
 // A set that cannot be compiled (only possible when it was written while the validating
 // webhook was down) gets the Invalid condition and no counts: it injects nothing until its
 // spec is fixed.
-func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.SidecarSet) (appsv1alpha1.SidecarSetStatus, error) {
+func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.SidecarSet) (appsv1alpha1.SidecarSetStatus, error) {
 	now := metav1.NewTime(r.now())
 	compiled, err := inject.Compile(set)
 	if err != nil {
-		r.tally.Forget(set.Name)
+		r.Pods.Tally.Forget(set.Name)
 		return status.Invalid(set, err, now), nil
 	}
 	// The Store may not have seen this very version of the set yet; when its verdict changes
 	// it says so (Subscribe), and the set is reconciled again.
 	conflicts := r.Sets.Load().Conflicts[set.Name]
+	counts := r.Pods.Tally.Sync(compiled)
 	var (
-		ro     *status.Rollout
-		counts status.Counts
-		errs   []error
+		ro   *status.Rollout
+		errs []error
 	)
 	if rollingUpdate(set) {
-		// The rollout classifies the set's pods anyway; it counts them in the same pass.
-		pods, namespaceLabels := r.tally.Selected(compiled)
-		ro, counts, err = r.roll(ctx, compiled, pods, namespaceLabels)
-		errs = append(errs, err)
-		// Pods that only their own namespace's unavailable pods hold back (a tenant's broken
-		// pod) may wait forever: they do not hold operator upgrades back with them.
-		inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods
-		why := fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched)
-		errs = append(errs, r.Upgrade.Note(ctx, set.Name, inProgress, why))
-	} else {
-		counts = r.tally.Sync(compiled)
-		r.memory.drop(set.Name)
-		errs = append(errs, r.Upgrade.Note(ctx, set.Name, false, ""))
+		ro = r.Rollouts.For(compiled)
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
 	if r.PolicyMode {
@@ -201,7 +149,7 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionPolicyCompiled)
 	}
 	st.UpdateRevision = set.Status.UpdateRevision
-	if current, err := r.revisions(ctx, compiled); err == nil {
+	if current, err := r.currentRevision(ctx, compiled); err == nil {
 		st.UpdateRevision = current
 	} else {
 		errs = append(errs, err)
@@ -209,14 +157,14 @@ func (r *SidecarSetReconciler) compute(ctx context.Context, set *appsv1alpha1.Si
 	return st, errors.Join(errs...)
 }
 
-func (r *SidecarSetReconciler) statusInterval() time.Duration {
+func (r *StatusReconciler) statusInterval() time.Duration {
 	if r.StatusInterval == 0 {
 		return 250 * time.Millisecond
 	}
 	return max(0, r.StatusInterval)
 }
 
-func (r *SidecarSetReconciler) now() time.Time {
+func (r *StatusReconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -224,8 +172,7 @@ func (r *SidecarSetReconciler) now() time.Time {
 }
 
 // SetupWithManager registers the reconciler and its watches.
-func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.tally = tally.New(r.Scope)
+func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := r.Workers
 	if workers == 0 {
 		workers = 4
@@ -236,36 +183,57 @@ func (r *SidecarSetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Spec changes and others' status writes; our own status writes are recognised and
 		// cause no reconcile (see statusWrites).
 		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.written.notOurs})).
-		// Pod and Namespace events go through the tally; only the sets whose counts they change
-		// (and sets rolling through the pod) are reconciled.
-		Watches(&corev1.Pod{}, r.podEvents()).
-		Watches(&corev1.Namespace{}, r.namespaceEvents()).
+		// Pod and Namespace events go through the index; only the sets whose counts they
+		// change (and sets rolling through the pod) are reconciled.
+		WatchesRawSource(r.Pods.Source()).
 		// A set's conflicts change when another set changes: the Store names both sides.
-		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.Sets.Subscribe(func(names []string) {
-				enqueue(q, names)
-			})
-			return nil
-		}))
+		WatchesRawSource(subscription(r.Sets.Subscribe)).
+		// The RollingUpdate condition follows the rollout reconciler.
+		WatchesRawSource(subscription(r.Rollouts.Subscribe))
 	if r.Policies != nil {
 		// PolicyCompiled follows what the policy reconciler saw the API server run.
-		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.Policies.Subscribe(func(names []string) { enqueue(q, names) })
-			return nil
-		}))
+		b = b.WatchesRawSource(subscription(r.Policies.Subscribe))
 	}
-	if r.PolicyMode && r.Namespace != "" {
-		// PolicyCompiled says whether the revision a set pins is stored.
-		b = b.Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(
-			func(_ context.Context, obj client.Object) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetLabels()[appsv1alpha1.RevisionSetLabel]}}}
-			}))
+	if r.Namespace != "" {
+		// status.updateRevision names the current revision once it is stored, and in policy
+		// mode PolicyCompiled says whether the revision a set pins is stored.
+		b = b.Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(revisionOwner))
 	}
 	return b.Complete(r)
 }
 
+// subscription is a source that enqueues the sets a subscribe call names.
+func subscription(subscribe func(func(names []string))) source.Source {
+	return source.Func(func(_ context.Context, q queue) error {
+		subscribe(func(names []string) { enqueue(q, names) })
+		return nil
+	})
+}
+
+// revisionOwner maps a ControllerRevision to the set it stores.
+func revisionOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetLabels()[appsv1alpha1.RevisionSetLabel]}}}
+}
+
+// currentRevision names the stored revision of the set's current spec; empty while it is not
+// stored (or the operator stores none).
+func (r *StatusReconciler) currentRevision(ctx context.Context, c *inject.CompiledSet) (string, error) {
+	if r.Namespace == "" {
+		return "", nil
+	}
+	name := revision.Name(c.Name(), c.Hash)
+	var rev appsv1.ControllerRevision
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, &rev); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading revision %s: %w", name, err)
+	}
+	return name, nil
+}
+
 // policyCondition is the set's PolicyCompiled condition in policy mode.
-func (r *SidecarSetReconciler) policyCondition(ctx context.Context, set *appsv1alpha1.SidecarSet) (metav1.Condition, error) {
+func (r *StatusReconciler) policyCondition(ctx context.Context, set *appsv1alpha1.SidecarSet) (metav1.Condition, error) {
 	if r.Policies != nil {
 		return r.Policies.Condition(set), nil
 	}

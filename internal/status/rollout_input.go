@@ -1,0 +1,102 @@
+package status
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
+)
+
+// RolloutMemory is what a set's rollout remembers of its Pods between passes. It is only a
+// cache: after a restart or a leader change it is rebuilt from the Pods, whose records say
+// what was updated.
+type RolloutMemory struct {
+	// Patched: pod key -> the hash the Pod was patched to. The cache may not show the patch
+	// yet; until it does, the Pod counts as updated and restarting, so the budget is never
+	// spent twice.
+	Patched map[string]string
+	// NotUpdatable: pod key -> why the Pod cannot take a hash in place. The verdict holds for
+	// that hash and that version of the Pod: when either changes (someone reverts an edit, a
+	// refused resize may now fit) the Pod is looked at again.
+	NotUpdatable map[string]Verdict
+}
+
+// Verdict is why one version of a Pod cannot take one hash in place.
+type Verdict struct{ Hash, ResourceVersion, Why string }
+
+// NewRolloutMemory returns an empty memory.
+func NewRolloutMemory() RolloutMemory {
+	return RolloutMemory{Patched: map[string]string{}, NotUpdatable: map[string]Verdict{}}
+}
+
+// RolloutInput is what the planner is told of the Pods a set selects, and what the set's
+// status counts of them.
+type RolloutInput struct {
+	// Plan[i] is the planner's view of Targets[i], the Pods the set selects outside excluded
+	// namespaces.
+	Plan    []rollout.Pod
+	Targets []*corev1.Pod
+	// Blocked are the outdated Pods known not to take the set's hash in place.
+	Blocked []BlockedPod
+	Counts  Counts
+}
+
+// PodKey is how a rollout names a Pod: namespace/name.
+func PodKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// RolloutInputs classifies the Pods set selects for its rollout. eligible says whether the
+// rollout may pick a Pod (the set injects, and the canary selector matches it). It updates
+// memory: a patch the cache now shows is forgotten, and so is every Pod no longer selected.
+func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string,
+	scope Scope, eligible func(*corev1.Pod) bool, memory RolloutMemory) RolloutInput {
+	var in RolloutInput
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		s, selected := Classify(set, pod, namespaceLabels, scope)
+		if selected {
+			in.Counts.Add(s)
+		}
+		if !selected || s.Excluded {
+			continue
+		}
+		key := PodKey(pod)
+		seen[key] = true
+		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
+			Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
+		if memory.Patched[key] == set.Hash {
+			if s.Updated {
+				delete(memory.Patched, key) // the cache caught up
+			} else {
+				p.Updated, p.Available, p.Restarting = true, false, true
+			}
+		}
+		v, known := memory.NotUpdatable[key]
+		known = known && v.Hash == set.Hash && v.ResourceVersion == pod.ResourceVersion
+		if !p.Updated && !p.Terminating {
+			switch {
+			case !s.Injected:
+				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: NotInjected, NeverInjected: true})
+			case known:
+				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: v.Why})
+			}
+		}
+		p.Eligible = !known && eligible(pod)
+		in.Plan = append(in.Plan, p)
+		in.Targets = append(in.Targets, pod)
+	}
+	forgetUnseen(memory.Patched, seen)
+	forgetUnseen(memory.NotUpdatable, seen)
+	return in
+}
+
+// NotInjected is why a Pod the set selects but never injected keeps no sidecars of it.
+const NotInjected = "not injected by this SidecarSet (created before it, or while it was paused); recreate it to inject"
+
+// forgetUnseen drops the entries of Pods no longer selected.
+func forgetUnseen[V any](m map[string]V, seen map[string]bool) {
+	for k := range m {
+		if !seen[k] {
+			delete(m, k)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package status
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
+)
+
+// TestRolloutInputs: what the planner is told of each Pod, from the Pod and from what the
+// rollout remembers of it.
+func TestRolloutInputs(t *testing.T) {
+	set := compiledSet(t, "log-agent", nil)
+	image := set.Set.Spec.Containers[0].Image
+	named := func(name, rv string) podOpt {
+		return func(p *corev1.Pod) { p.Name, p.ResourceVersion = name, rv }
+	}
+	old := injectedWith(map[string]string{"log-agent": "old"})
+	settledOld := []podOpt{old, ready(corev1.ConditionTrue), spec("log-agent", "registry.example/log-agent:0"), running("log-agent", "registry.example/log-agent:0")}
+	settledNew := []podOpt{injectedWith(map[string]string{"log-agent": set.Hash}), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image)}
+	with := func(base []podOpt, more ...podOpt) *corev1.Pod {
+		return testPod(append(slices.Clone(base), more...)...)
+	}
+	everyPod := func(*corev1.Pod) bool { return true }
+
+	tests := []struct {
+		name     string
+		pods     []*corev1.Pod
+		eligible func(*corev1.Pod) bool
+		memory   RolloutMemory
+		want     []rollout.Pod
+		blocked  []BlockedPod
+		// wantMemory is the memory afterwards.
+		wantMemory RolloutMemory
+	}{{
+		name: "an outdated available pod is eligible",
+		pods: []*corev1.Pod{with(settledOld, named("a", "1"))},
+		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Eligible: true}},
+	}, {
+		name:       "a patch the cache does not show yet: updated and restarting",
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"))},
+		memory:     RolloutMemory{Patched: map[string]string{"shop/a": set.Hash}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Updated: true, Restarting: true, Eligible: true}},
+		wantMemory: RolloutMemory{Patched: map[string]string{"shop/a": set.Hash}},
+	}, {
+		name:   "a patch the cache shows is forgotten",
+		pods:   []*corev1.Pod{with(settledNew, named("a", "2"))},
+		memory: RolloutMemory{Patched: map[string]string{"shop/a": set.Hash}},
+		want:   []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Updated: true, Available: true, Eligible: true}},
+	}, {
+		name:       "a patch to an older hash does not count",
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"))},
+		memory:     RolloutMemory{Patched: map[string]string{"shop/a": "older"}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Eligible: true}},
+		wantMemory: RolloutMemory{Patched: map[string]string{"shop/a": "older"}},
+	}, {
+		name:       "a verdict on this version of the pod holds",
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: "edited"}}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: "edited"}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: "edited"}}},
+	}, {
+		name:       "a verdict on an older version of the pod is looked at again",
+		pods:       []*corev1.Pod{with(settledOld, named("a", "2"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: "edited"}}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Eligible: true}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: "edited"}}},
+	}, {
+		name:       "a verdict on an older hash is looked at again",
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: "older", ResourceVersion: "1", Why: "edited"}}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Eligible: true}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: "older", ResourceVersion: "1", Why: "edited"}}},
+	}, {
+		name:    "a pod never injected is blocked, and the planner knows it is not injected",
+		pods:    []*corev1.Pod{testPod(named("a", "1"), ready(corev1.ConditionTrue), running("app", "app:1"))},
+		want:    []rollout.Pod{{Key: "shop/a", Namespace: "shop", Available: true, Eligible: true}},
+		blocked: []BlockedPod{{Namespace: "shop", Name: "a", Why: NotInjected, NeverInjected: true}},
+	}, {
+		name: "a terminating pod is never reported blocked",
+		pods: []*corev1.Pod{testPod(named("a", "1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
+		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Terminating: true, Eligible: true}},
+	}, {
+		name:     "outside the canary: not eligible",
+		pods:     []*corev1.Pod{with(settledOld, named("a", "1"))},
+		eligible: func(*corev1.Pod) bool { return false },
+		want:     []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true}},
+	}, {
+		name: "excluded namespaces and pods not selected are left out; their memory goes",
+		pods: []*corev1.Pod{with(settledOld, named("a", "1"), inNamespace("kube-system")), with(settledOld, named("b", "1"), label("app", "other"))},
+		memory: RolloutMemory{Patched: map[string]string{"kube-system/a": set.Hash, "shop/gone": set.Hash},
+			NotUpdatable: map[string]Verdict{"shop/b": {Hash: set.Hash, ResourceVersion: "1"}}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			memory := NewRolloutMemory()
+			for k, v := range tt.memory.Patched {
+				memory.Patched[k] = v
+			}
+			for k, v := range tt.memory.NotUpdatable {
+				memory.NotUpdatable[k] = v
+			}
+			eligible := tt.eligible
+			if eligible == nil {
+				eligible = everyPod
+			}
+			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, testScope, eligible, memory)
+			if !slices.Equal(in.Plan, tt.want) {
+				t.Errorf("plan\n got %+v\nwant %+v", in.Plan, tt.want)
+			}
+			if len(in.Targets) != len(in.Plan) {
+				t.Errorf("%d targets for %d planned pods", len(in.Targets), len(in.Plan))
+			}
+			for i := range in.Targets {
+				if PodKey(in.Targets[i]) != in.Plan[i].Key {
+					t.Errorf("target %d is %s, planned %s", i, PodKey(in.Targets[i]), in.Plan[i].Key)
+				}
+			}
+			if !slices.Equal(in.Blocked, tt.blocked) {
+				t.Errorf("blocked %+v, want %+v", in.Blocked, tt.blocked)
+			}
+			if len(memory.Patched) != len(tt.wantMemory.Patched) || len(memory.NotUpdatable) != len(tt.wantMemory.NotUpdatable) {
+				t.Errorf("memory afterwards %+v, want %+v", memory, tt.wantMemory)
+			}
+			for k, v := range tt.wantMemory.Patched {
+				if memory.Patched[k] != v {
+					t.Errorf("patched[%s] = %q, want %q", k, memory.Patched[k], v)
+				}
+			}
+			for k, v := range tt.wantMemory.NotUpdatable {
+				if memory.NotUpdatable[k] != v {
+					t.Errorf("notUpdatable[%s] = %+v, want %+v", k, memory.NotUpdatable[k], v)
+				}
+			}
+		})
+	}
+}
