@@ -74,7 +74,7 @@ type SidecarSetSpec struct {
 	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
 
 	// RevisionHistoryLimit is how many revisions of the injected content, besides the current one,
-	// are kept (ControllerRevisions in the operator's namespace, named <set>-<hash>). Default 10.
+	// are kept (ControllerRevisions in the operator's namespace, named `<set>-<hash>`). Default 10.
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0
@@ -155,7 +155,7 @@ type InjectionStrategy struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.customVersion)",message="set exactly one of name and customVersion"
 type RevisionRef struct {
-	// Name is the ControllerRevision's name, <set>-<hash>.
+	// Name is the ControllerRevision's name, `<set>-<hash>`.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name,omitempty"`
@@ -298,8 +298,9 @@ type SidecarSetStatus struct {
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty"`
 
-	// Conditions are the latest observations: Paused, PodsUpdated and PodsReady (and Conflict
-	// while one lasts), or Invalid.
+	// Conditions are the latest observations: Ready (the summary), Paused, PodsUpdated and
+	// PodsReady; RollingUpdate for updateStrategy RollingUpdate; Conflict while one lasts;
+	// Invalid when the spec cannot be used; PolicyCompiled in policy mode.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -367,8 +368,9 @@ const (
 	// ConditionRollingUpdate reports, for updateStrategy RollingUpdate, whether running Pods
 	// are being updated in place: True while updates remain (reason Progressing, or Paused);
 	// False when there is nothing left to update (reason Complete, or PodsNotUpdatable when
-	// some outdated Pods cannot take the change in place; the message names them and the
-	// fields).
+	// some outdated Pods cannot take the change in place; the message counts them by namespace
+	// and never names a Pod, as anyone who may read SidecarSets reads it; each such Pod gets a
+	// PodNotUpdatable event saying why).
 	ConditionRollingUpdate = "RollingUpdate"
 	// ConditionReady summarises the others for `kubectl wait --for=condition=Ready`, GitOps tools
 	// and kstatus: True (reason Injecting, or InjectionPaused) when the set is valid, injects
