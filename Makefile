@@ -15,6 +15,8 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
 K8S_VERSION ?= v1.37.0
+# The oldest Kubernetes the operator supports (the bundle's minKubeVersion; docs/compatibility.md).
+K8S_OLDEST_VERSION ?= v1.32.13
 ETCD_VERSION ?= v3.7.3
 KWOK_VERSION ?= v0.8.0
 export K8S_VERSION ETCD_VERSION KWOK_VERSION
@@ -90,6 +92,18 @@ test: manifests generate fmt vet envtest test-manifests ## Unit tests, then inte
 	KUBEBUILDER_ASSETS="$$(hack/controlplane-build.sh envtest)" \
 	SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)/default.yaml" \
 	go test ./... $(GO_TEST_FLAGS) -coverprofile cover.out
+
+# Kubernetes versions make test-versions runs the integration suite against.
+TEST_K8S_VERSIONS ?= $(K8S_OLDEST_VERSION) $(K8S_VERSION)
+
+.PHONY: test-versions
+test-versions: manifests test-manifests ## Integration tests against each Kubernetes version in TEST_K8S_VERSIONS (the oldest supported and the newest); control planes built and cached like make test's.
+	for v in $(TEST_K8S_VERSIONS); do \
+		echo "== integration tests on Kubernetes $$v"; \
+		assets="$$(K8S_VERSION=$$v hack/controlplane-build.sh envtest)"; \
+		KUBEBUILDER_ASSETS="$$assets" SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)/default.yaml" \
+			go test ./test/integration -count=1 $(GO_TEST_FLAGS) || exit 1; \
+	done
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s); `make test` already runs their seeds.

@@ -143,7 +143,7 @@ func run(f flags) error {
 	webhookServer := ourwebhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   operator.CacheOptions(namespace),
+		Cache:                   operator.CacheOptions(namespace, f.injection),
 		Metrics:                 metricsOpts,
 		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  f.probeAddr,

@@ -64,6 +64,9 @@ type RolloutReconciler struct {
 	States *RolloutStates
 	// Upgrade gates operator upgrades on rollouts in progress (OLM); nil: no gate.
 	Upgrade *UpgradeGate
+	// Resize: the API server serves pods/resize (Kubernetes 1.33+). Without it a change of a
+	// sidecar's resources cannot reach running pods in place, and they are reported so.
+	Resize bool
 	// Workers is how many SidecarSets roll at once (one set never twice at once); 4 when zero.
 	Workers int
 	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
@@ -227,6 +230,15 @@ func (r *RolloutReconciler) roll(ctx context.Context, c *inject.CompiledSet, pod
 	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope,
 		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory)
 	ro := status.Rollout{Blocked: in.Blocked}
+	for _, b := range in.Report {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
+		for _, t := range in.Targets {
+			if t.Namespace == b.Namespace && t.Name == b.Name {
+				pod = t
+			}
+		}
+		r.notUpdatable(pod, c, b.Why)
+	}
 
 	// Plan, update, and plan again while planned pods turn out not updatable: the budget they
 	// would have used is free, and the condition must not report updates that did not happen.
@@ -350,6 +362,9 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
 		return nil, r.unknownInjection(pod, c), nil
 	}
+	if len(u.Resources) > 0 && !r.Resize {
+		return nil, noResize, nil
+	}
 	if why := u.ResizeRefusal(); why != "" {
 		return nil, why, nil
 	}
@@ -358,6 +373,10 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 	}
 	return u, "", nil
 }
+
+// noResize is why a sidecar's new resources cannot reach a running pod on an API server
+// without in-place resize.
+const noResize = "the sidecar's resources changed and this API server does not serve pods/resize (in-place resize, Kubernetes 1.33 and later); recreate the pod to update it"
 
 // unknownInjection says why a Pod whose injected content is not known is left alone.
 func (r *RolloutReconciler) unknownInjection(pod *corev1.Pod, c *inject.CompiledSet) string {

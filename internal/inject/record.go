@@ -45,6 +45,31 @@ func ParseRecords(annotations map[string]string) (Records, error) {
 	return r, nil
 }
 
+// UnlistedSidecars names the set's containers and init containers that the Pod's record of the
+// set does not list: the Pod brought its own container of that name, which injection took as
+// carrying the sidecar (it held every field the set declares). Its other fields (command, args)
+// are the Pod author's, so status does not count such a Pod as running the set's sidecars. Nil
+// when the Pod has no record of the set or a record that cannot be read.
+func UnlistedSidecars(annotations map[string]string, c *CompiledSet) []string {
+	recs, err := ParseRecords(annotations)
+	rec, ok := recs[c.Name()]
+	if err != nil || !ok {
+		return nil
+	}
+	var out []string
+	for _, l := range []struct {
+		declared []appsv1alpha1.SidecarContainer
+		listed   []string
+	}{{c.Set.Spec.InitContainers, rec.InitContainers}, {c.Set.Spec.Containers, rec.Containers}} {
+		for _, d := range l.declared {
+			if !slices.Contains(l.listed, d.Name) {
+				out = append(out, d.Name)
+			}
+		}
+	}
+	return out
+}
+
 // InjectedHash returns the hash the named SidecarSet injected the Pod with, or "" when the
 // annotation does not name it. It never fails: a malformed annotation names no SidecarSet.
 //

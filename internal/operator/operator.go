@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,8 +80,10 @@ func NewScheme() (*runtime.Scheme, error) {
 // CacheOptions keeps the manager's memory proportional to opted-in Pods: the Pod informer
 // lists and watches only Pods with the opt-in label, and keeps of each only what status
 // needs. SidecarSets, Namespaces and Pods are handed out uncopied to code that only reads.
-// namespace is the operator's: SidecarSet revisions are read there only.
-func CacheOptions(namespace string) cache.Options {
+// namespace is the operator's: SidecarSet revisions are read there only. injection is the
+// --injection flag: only policy mode reads MutatingAdmissionPolicies, which API servers before
+// 1.36 do not serve (a cache option for a kind the server does not know fails the start).
+func CacheOptions(namespace, injection string) cache.Options {
 	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
 	rendered := labels.SelectorFromSet(labels.Set{policy.ManagedByLabel: policy.ManagedByValue})
 	opts := cache.Options{
@@ -87,11 +91,13 @@ func CacheOptions(namespace string) cache.Options {
 			&corev1.Pod{}:              {Label: optedIn, Transform: trimPod},
 			&corev1.Namespace{}:        {UnsafeDisableDeepCopy: ptr.To(true)},
 			&appsv1alpha1.SidecarSet{}: {UnsafeDisableDeepCopy: ptr.To(true)},
-			// Policy mode: only the policies and bindings the operator rendered.
-			&admissionregistrationv1.MutatingAdmissionPolicy{}:        {Label: rendered},
-			&admissionregistrationv1.MutatingAdmissionPolicyBinding{}: {Label: rendered},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if injection == InjectionPolicy {
+		// Only the policies and bindings the operator rendered.
+		opts.ByObject[&admissionregistrationv1.MutatingAdmissionPolicy{}] = cache.ByObject{Label: rendered}
+		opts.ByObject[&admissionregistrationv1.MutatingAdmissionPolicyBinding{}] = cache.ByObject{Label: rendered}
 	}
 	if namespace != "" {
 		// Revisions live in the operator's namespace and carry the set's name.
@@ -216,6 +222,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 // operator knows its namespace, where they are stored).
 func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, scope status.Scope,
 	policyMode bool, policyStates *controllers.PolicyStates) error {
+	resize, err := servesPodResize(mgr)
+	if err != nil {
+		return err
+	}
 	pods := controllers.NewPodIndex(mgr.GetCache(), scope)
 	rollouts := controllers.NewRolloutStates()
 	recorder := mgr.GetEventRecorder("sidecarset-controller")
@@ -226,7 +236,7 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 	}
 	rolloutRec := &controllers.RolloutReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 		Pods: pods, Scope: scope, Recorder: recorder, Namespace: opts.Namespace, States: rollouts,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions)}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions), Resize: resize}
 	if err := rolloutRec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the rollout reconciler: %w", err)
 	}
@@ -238,6 +248,20 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 		return fmt.Errorf("setting up the revision reconciler: %w", err)
 	}
 	return nil
+}
+
+// servesPodResize reports whether the API server serves the pods/resize subresource (Kubernetes
+// 1.33 and later), through which the rollout changes a running sidecar's resources.
+func servesPodResize(mgr ctrl.Manager) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return false, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		return false, fmt.Errorf("discovering the core API's resources: %w", err)
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods/resize" }), nil
 }
 
 // excludedNamespaces is every namespace never injected: kube-system, the operator's own and

@@ -1,6 +1,8 @@
 package status
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -38,7 +40,10 @@ type RolloutInput struct {
 	Targets []*corev1.Pod
 	// Blocked are the outdated Pods known not to take the set's hash in place.
 	Blocked []BlockedPod
-	Counts  Counts
+	// Report are the Blocked Pods found so in this pass, whose Pod should hear why (an event);
+	// memory keeps the verdict, so each version of a Pod hears it once.
+	Report []BlockedPod
+	Counts Counts
 }
 
 // PodKey is how a rollout names a Pod: namespace/name.
@@ -63,6 +68,16 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		seen[key] = true
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
 			Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
+		if s.OwnCopies != "" {
+			// Nothing to update: the Pod carries the current hash with containers of its own.
+			p.Updated = true
+			b := BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: OwnCopies(s.OwnCopies)}
+			in.Blocked = append(in.Blocked, b)
+			if v := (Verdict{Hash: set.Hash, ResourceVersion: pod.ResourceVersion, Why: b.Why}); memory.NotUpdatable[key] != v {
+				memory.NotUpdatable[key] = v
+				in.Report = append(in.Report, b)
+			}
+		}
 		if memory.Patched[key] == set.Hash {
 			if s.Updated {
 				delete(memory.Patched, key) // the cache caught up
@@ -87,6 +102,12 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 	forgetUnseen(memory.Patched, seen)
 	forgetUnseen(memory.NotUpdatable, seen)
 	return in
+}
+
+// OwnCopies is why a Pod that declared its own containers under the set's sidecar names is
+// not counted as running the set's sidecars.
+func OwnCopies(names string) string {
+	return fmt.Sprintf("the pod declares its own containers named %s, which injection took as the sidecars (they hold every field the SidecarSet declares; their other fields, such as command and args, are the pod author's); status does not count them as the SidecarSet's: recreate the pod without them", names)
 }
 
 // NotInjected is why a Pod the set selects but never injected keeps no sidecars of it.

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
@@ -33,8 +35,11 @@ func TestRolloutInputs(t *testing.T) {
 		memory   RolloutMemory
 		want     []rollout.Pod
 		blocked  []BlockedPod
+		report   []BlockedPod
 		// wantMemory is the memory afterwards.
 		wantMemory RolloutMemory
+		// wantCounts, when set, is what status counts.
+		wantCounts Counts
 	}{{
 		name: "an outdated available pod is eligible",
 		pods: []*corev1.Pod{with(settledOld, named("a", "1"))},
@@ -81,6 +86,27 @@ func TestRolloutInputs(t *testing.T) {
 		want:    []rollout.Pod{{Key: "shop/a", Namespace: "shop", Available: true, Eligible: true}},
 		blocked: []BlockedPod{{Namespace: "shop", Name: "a", Why: NotInjected, NeverInjected: true}},
 	}, {
+		name: "a pod that brought its own copy of the sidecar: nothing to update, reported, not counted updated",
+		pods: []*corev1.Pod{testPod(named("a", "1"), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			func(p *corev1.Pod) {
+				setAnnotation(p, appsv1alpha1.StatusAnnotation, inject.Records{"log-agent": {Hash: set.Hash}}.Encode())
+			})},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Updated: true, Available: true}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: OwnCopies("log-agent")}},
+		report:     []BlockedPod{{Namespace: "shop", Name: "a", Why: OwnCopies("log-agent")}},
+		wantCounts: Counts{Matched: 1, Ready: 1},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: OwnCopies("log-agent")}}},
+	}, {
+		name: "a pod that brought its own copy hears it once",
+		pods: []*corev1.Pod{testPod(named("a", "1"), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			func(p *corev1.Pod) {
+				setAnnotation(p, appsv1alpha1.StatusAnnotation, inject.Records{"log-agent": {Hash: set.Hash}}.Encode())
+			})},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: OwnCopies("log-agent")}}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Updated: true, Available: true}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: OwnCopies("log-agent")}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: OwnCopies("log-agent")}}},
+	}, {
 		name: "a terminating pod is never reported blocked",
 		pods: []*corev1.Pod{testPod(named("a", "1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
 		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Terminating: true, Eligible: true}},
@@ -119,6 +145,12 @@ func TestRolloutInputs(t *testing.T) {
 				if PodKey(in.Targets[i]) != in.Plan[i].Key {
 					t.Errorf("target %d is %s, planned %s", i, PodKey(in.Targets[i]), in.Plan[i].Key)
 				}
+			}
+			if tt.wantCounts != (Counts{}) && in.Counts != tt.wantCounts {
+				t.Errorf("counts %+v, want %+v", in.Counts, tt.wantCounts)
+			}
+			if !slices.Equal(in.Report, tt.report) {
+				t.Errorf("report %+v, want %+v", in.Report, tt.report)
 			}
 			if !slices.Equal(in.Blocked, tt.blocked) {
 				t.Errorf("blocked %+v, want %+v", in.Blocked, tt.blocked)

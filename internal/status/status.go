@@ -70,6 +70,10 @@ type PodState struct {
 	SidecarsReady bool
 	// Starting is true while the kubelet is still creating the Pod's containers.
 	Starting bool
+	// OwnCopies names (comma-separated) the set's sidecars that the Pod declared itself, under
+	// the set's current hash (inject.UnlistedSidecars): the Pod is not counted updated, and the
+	// rollout has nothing to give it.
+	OwnCopies string
 }
 
 // Available reports whether the Pod counts as available: Ready, not being deleted, and
@@ -132,6 +136,11 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 	}
 	hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
 	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
+	if s.Updated {
+		if own := inject.UnlistedSidecars(pod.Annotations, set); len(own) > 0 {
+			s.Updated, s.OwnCopies = false, strings.Join(own, ", ")
+		}
+	}
 	s.Running = !injected || runsDeclaredImages(set, pod)
 	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
 	s.Starting = !s.Terminating && starting(pod)

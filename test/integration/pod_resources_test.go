@@ -52,6 +52,7 @@ func budgetPod(ns, name, app, appCPU string) *corev1.Pod {
 // injected where the sidecar fits, refused (naming the set and the sidecar's request) where the
 // API server would refuse the injected pod with a message naming neither.
 func TestPodLevelResourcesAsTheAPIServerChecksThem(t *testing.T) {
+	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
 	ns := newNamespace(t, nil)
 	cpu := func(q string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}

@@ -13,6 +13,7 @@ import (
 // injects nothing of it. Its policy must not inject it either: a pod that only the stopped set
 // selects is routed by the policy, and stored without its sidecar, as in webhook mode.
 func TestPolicyOfAStoppedSetRoutesItsPods(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
 	// Created in one second, the two are ordered by name: the older's sorts first.

@@ -13,6 +13,7 @@ import (
 // (--excluded-namespaces) is never injected by the policies, as the webhook's registration
 // never sends its pods to the webhook; the same set's pods elsewhere are.
 func TestPolicyLeavesExcludedNamespacesAlone(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	excluded := newNamespace(t, nil)
 	startPolicyReconciler(t, excluded)
 	registerPolicyModeWebhook(t)

@@ -18,6 +18,7 @@ import (
 // spec change, every time. (The API server loads a written policy up to a second or so later:
 // a condition that said True once the policy was written failed this at almost every try.)
 func TestPolicyCompiledOnlyOnceRunning(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	states := startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
 	ns := newNamespace(t, nil)

@@ -16,6 +16,7 @@ import (
 // does not compute the sharing for so many mounts (its cost would pass the API server's limit
 // for one expression, and the policy fails closed): it routes the pod to the webhook.
 func TestPolicyModeInjectsPodsWithManyMounts(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	set := sidecarSet("policy-mounts", "policy-mounts")
 	set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled
 	set = createSet(t, set)

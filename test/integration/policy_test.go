@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -92,6 +93,7 @@ type outcome struct {
 // carry the route annotation and nothing else changed, every other case is already the final
 // pod.
 func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	cases := injecttest.LoadCases(t, "../../internal/inject/testdata")
 	want := map[string]outcome{}
 	for _, c := range cases {
@@ -277,6 +279,7 @@ func policyModeWebhook(t *testing.T) admissionregistrationv1.MutatingWebhook {
 // binding, owned by the set, and the API server then injects the set's pods with no webhook
 // call; a spec change reaches new pods; a deleted set's policy and binding go.
 func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	startPolicyReconciler(t)
 	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
 	registerPolicyModeWebhook(t)
@@ -383,7 +386,7 @@ func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.Policy
 	must(t, err)
 	scheme, err := operator.NewScheme()
 	must(t, err)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace),
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: operator.CacheOptions(operatorNamespace, operator.InjectionPolicy),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	must(t, err)
@@ -461,6 +464,7 @@ func largestSet(name, app string) *appsv1alpha1.SidecarSet {
 // 100 other sets (each a term of its "selected by another set" condition), stays within the
 // API server's CEL cost limits: it is accepted, and it injects a pod on its own.
 func TestPolicyOfTheLargestSetInjects(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	set := createSet(t, largestSet("policy-large", "policy-large"))
 	others := []*appsv1alpha1.SidecarSet{set}
 	for i := 0; i < 100; i++ {
@@ -525,4 +529,32 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// policyModeMinor is the first Kubernetes minor version that serves MutatingAdmissionPolicy v1.
+const policyModeMinor = 36
+
+// TestPolicyModeNeedsMutatingAdmissionPolicies: on an API server that does not serve
+// MutatingAdmissionPolicy v1 the operator refuses to start in policy mode, naming the flag and
+// the way out; on one that does, the kind it needs is served.
+func TestPolicyModeNeedsMutatingAdmissionPolicies(t *testing.T) {
+	scheme, err := operator.NewScheme()
+	must(t, err)
+	mgr, err := ctrl.NewManager(adminConfig, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	must(t, err)
+	_, mapErr := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingAdmissionPolicy"}, "v1")
+	if kubernetesMinor >= policyModeMinor {
+		if mapErr != nil {
+			t.Fatalf("Kubernetes 1.%d does not serve MutatingAdmissionPolicy v1: %v", kubernetesMinor, mapErr)
+		}
+		return
+	}
+	if mapErr == nil {
+		t.Fatalf("Kubernetes 1.%d serves MutatingAdmissionPolicy v1: policyModeMinor is wrong", kubernetesMinor)
+	}
+	_, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Injection: operator.InjectionPolicy, Conditions: upgradeable})
+	if err == nil || !contains(err.Error(), "--injection=policy", "Kubernetes 1.36", "--injection=webhook") {
+		t.Fatalf("policy mode on Kubernetes 1.%d: %v; want a refusal naming the flag, the version and the webhook mode", kubernetesMinor, err)
+	}
 }

@@ -33,6 +33,7 @@ func policyInjects(t *testing.T, app string) func() (bool, string) {
 // a policy edited by hand (a matchCondition that turns it off, failurePolicy Ignore) and a
 // binding edited by hand are put back as rendered, and the set's pods are injected again.
 func TestPolicyReconcilerRestoresHandEdits(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
 	set := createSet(t, sidecarSet("policy-edit", "policy-edit"))
@@ -72,6 +73,7 @@ const foreignPatch = `[JSONPatch{op: "add", path: "/metadata/labels/foreign", va
 // state names it, other sets' policies are still written, and once the object is gone the
 // set's own policy is.
 func TestPolicyReconcilerLeavesForeignObjectsAlone(t *testing.T) {
+	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	foreign := &admissionregistrationv1.MutatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policy.Name("policy-foreign"), Labels: map[string]string{"team": "platform"}},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
@@ -344,4 +345,35 @@ func TestNativeSidecarOnAnOldKubelet(t *testing.T) {
 	if got := getPod(t, pods[1]).Spec.InitContainers[0].Image; got != "registry.example/proxy:2" {
 		t.Errorf("the pod on the new kubelet runs %s, want proxy:2", got)
 	}
+}
+
+// TestPodWithItsOwnCopyOfTheSidecarIsNotCountedUpdated: a pod author who declares a container
+// under the sidecar's name, holding every field the set declares plus a command of their own,
+// gets no sidecar injected (injection takes the container as carrying it). The pod records the
+// set's hash all the same; status does not count it updated, and the condition says why.
+func TestPodWithItsOwnCopyOfTheSidecarIsNotCountedUpdated(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := createSet(t, rollingSet("own-copy", "own-copy"))
+	rolloutPods(t, ns, "own-copy", 1)
+
+	own := appPod(ns, "own-copy-mine", "own-copy", true)
+	own.Spec.Volumes = append(own.Spec.Volumes, set.Spec.Volumes...)
+	for _, sc := range set.Spec.InitContainers {
+		c := *sc.Container.DeepCopy()
+		c.Command = []string{"/bin/sh", "-c", "sleep infinity"}
+		own.Spec.InitContainers = append(own.Spec.InitContainers, c)
+	}
+	for _, sc := range set.Spec.Containers {
+		c := *sc.Container.DeepCopy()
+		c.Command = []string{"/bin/sh", "-c", "sleep infinity"}
+		own.Spec.Containers = append(own.Spec.Containers, c)
+	}
+	must(t, k8s.Create(ctx, own))
+	if hash, ok := inject.InjectedHash(getPod(t, own).Annotations, set.Name); !ok || hash == "" {
+		t.Fatalf("the pod with its own copy records no hash of %s", set.Name)
+	}
+	waitForCounts(t, set, counts{2, 1, 2, 1})
+	rollingCondition(t, set, "PodsNotUpdatable", "1 of 2 matched pods carry hash", "1 pods cannot be updated in place", "("+ns+": 1)")
+	waitForEvent(t, "Pod", ns, own.Name, "PodNotUpdatable", "declares its own containers named own-copy-proxy, own-copy-agent")
 }

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -329,6 +330,15 @@ func TestRollingUpdateResizesInPlace(t *testing.T) {
 		s.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("20m")
 		s.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
 	})
+	if kubernetesMinor < 33 {
+		// No pods/resize: neither the resources nor the image change, and each pod says why.
+		rollingCondition(t, set, "PodsNotUpdatable", "0 of 2 matched pods carry hash", "2 pods cannot be updated in place")
+		waitForEvent(t, "Pod", ns, pods[0].Name, "PodNotUpdatable", "does not serve pods/resize", "Kubernetes 1.33")
+		if after := getPod(t, pods[0]); !equality.Semantic.DeepEqual(after.Spec, before.Spec) {
+			t.Errorf("the pod changed on an API server without pods/resize:\n%+v\n%+v", before.Spec, after.Spec)
+		}
+		return
+	}
 	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
 	after := getPod(t, pods[0])
 	agent := after.Spec.Containers[1]

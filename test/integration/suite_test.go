@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +69,9 @@ func runSuite(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("starting envtest: %w", err)
 	}
 	adminConfig, manifestsDir = cfg, filepath.Dir(manifests)
+	if kubernetesMinor, err = serverMinor(cfg); err != nil {
+		return 0, err
+	}
 	defer func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
@@ -96,6 +102,36 @@ func runSuite(m *testing.M) (int, error) {
 	return code, nil
 }
 
+// kubernetesMinor is the suite's API server's minor version: 1.<kubernetesMinor>. The suite
+// runs against the oldest version the operator supports and the newest (make test-versions).
+var kubernetesMinor int
+
+func serverMinor(cfg *rest.Config) (int, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's version: %w", err)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	if err != nil {
+		return 0, fmt.Errorf("the API server's minor version %q: %w", v.Minor, err)
+	}
+	return minor, nil
+}
+
+// needsKubernetes skips a test of a feature that API servers before 1.<minor> do not serve.
+// Each such feature has a test of what older servers give instead (the operator's refusal,
+// or the pods it reports not updatable), and the version matrix runs both sides.
+func needsKubernetes(t *testing.T, minor int, feature string) {
+	t.Helper()
+	if kubernetesMinor < minor {
+		t.Skipf("%s needs Kubernetes 1.%d; this API server is 1.%d (its own behaviour is tested instead)", feature, minor, kubernetesMinor)
+	}
+}
+
 // AdmissionPlugins are the in-tree admission plugins the suite's kube-apiserver runs beyond its
 // defaults, as production clusters do. envtest turns ServiceAccount off (it runs no controller
 // to create the default ServiceAccount); the tests create it in every namespace they use
@@ -121,7 +157,7 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 	}
 	mgr, err := ctrl.NewManager(managerCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  operator.CacheOptions(operatorNamespace),
+		Cache:                  operator.CacheOptions(operatorNamespace, operator.InjectionWebhook),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: ourwebhook.NewServer(webhook.Options{
