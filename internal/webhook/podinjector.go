@@ -53,8 +53,8 @@ type PodInjector struct {
 	// Recorder records events on SidecarSets; required with PodSecurity.
 	Recorder events.EventRecorder
 
-	// jsonHead decodes the pod with the JSON decoder alone, as before decodeHead and
-	// decodeMounts: what BenchmarkServeHTTP compares with.
+	// jsonHead decodes the pod with the API server's decoder alone (unmarshal and
+	// decodeStrict, not decodeHead and decodeMounts): what BenchmarkServeHTTP compares with.
 	jsonHead bool
 }
 

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
@@ -115,55 +114,6 @@ func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledS
 	}, nil
 }
 
-// decodeStrict decodes raw into into, and reports whether raw had fields into's type lacks.
-func decodeStrict[T any](raw json.RawMessage, into *[]T) (unknown bool, err error) {
-	strict, err := sigsjson.UnmarshalStrict(raw, into, sigsjson.DisallowUnknownFields)
-	return len(strict) > 0, err
-}
-
-// decodeMounts decodes volume mounts as decodeStrict does, in one pass over the bytes for the
-// mounts containers usually have (the fields this build knows, plain strings; see decodeHead);
-// anything else is left to decodeStrict (FuzzDecodeMounts).
-func decodeMounts(raw json.RawMessage, into *[]corev1.VolumeMount) (unknown bool, err error) {
-	var fast []corev1.VolumeMount
-	s := scanner{b: raw}
-	if err := list(&s, &fast, s.volumeMount); err == nil {
-		if s.space(); s.i == len(raw) {
-			*into = fast
-			return false, nil
-		}
-	}
-	return decodeStrict(raw, into)
-}
-
-var mountFields = []string{"name", "readOnly", "recursiveReadOnly", "mountPath", "subPath", "mountPropagation", "subPathExpr"}
-
-func (s *scanner) volumeMount(m *corev1.VolumeMount) error {
-	var seen uint32
-	return s.object(func(key []byte) error {
-		field := slices.Index(mountFields, share(key))
-		if field < 0 || seen&(1<<field) != 0 {
-			return errNotFast // decodeStrict reports the unknown field
-		}
-		seen |= 1 << field
-		switch mountFields[field] {
-		case "name":
-			return s.text(&m.Name)
-		case "readOnly":
-			return s.boolean(&m.ReadOnly)
-		case "recursiveReadOnly":
-			return plainOrNull(s, &m.RecursiveReadOnly)
-		case "mountPath":
-			return s.text(&m.MountPath)
-		case "subPath":
-			return s.text(&m.SubPath)
-		case "mountPropagation":
-			return plainOrNull(s, &m.MountPropagation)
-		}
-		return s.text(&m.SubPathExpr)
-	})
-}
-
 // volumeHead is what injection reads of a volume it only adds volumes next to.
 type volumeHead struct {
 	Name string `json:"name"`
@@ -175,11 +125,6 @@ type headView = podView[containerHead, volumeHead]
 // fullView decodes the containers and volumes completely; it is needed only when the engine may
 // compare one of them with a sidecar's definition (see needsFull).
 type fullView = podView[corev1.Container, corev1.Volume]
-
-// unmarshal decodes case-sensitively, as the API server does.
-func unmarshal(raw []byte, into any) error {
-	return sigsjson.UnmarshalCaseSensitivePreserveInts(raw, into)
-}
 
 // needsFull reports whether the Pod has a container or volume whose definition the engine may
 // compare: one named like something a candidate set injects (a clash, or identical and kept),
