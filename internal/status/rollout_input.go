@@ -68,12 +68,13 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		seen[key] = true
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
 			Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
-		if s.OwnCopies != "" {
-			// Nothing to update: the Pod carries the current hash with containers of its own.
+		if why := stuckUpdate(s); why != "" {
+			// Nothing the rollout can do: the Pod carries the current hash, and what it asked
+			// of the Pod did not (and will not) happen.
 			p.Updated = true
-			b := BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: OwnCopies(s.OwnCopies)}
+			b := BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: why}
 			in.Blocked = append(in.Blocked, b)
-			if v := (Verdict{Hash: set.Hash, ResourceVersion: pod.ResourceVersion, Why: b.Why}); memory.NotUpdatable[key] != v {
+			if v := (Verdict{Hash: set.Hash, ResourceVersion: pod.ResourceVersion, Why: why}); memory.NotUpdatable[key] != v {
 				memory.NotUpdatable[key] = v
 				in.Report = append(in.Report, b)
 			}
@@ -102,6 +103,18 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 	forgetUnseen(memory.Patched, seen)
 	forgetUnseen(memory.NotUpdatable, seen)
 	return in
+}
+
+// stuckUpdate is why a Pod that records the set's current hash does not run it and never will:
+// it declared its own copies of the sidecars, or its kubelet refused the resize.
+func stuckUpdate(s PodState) string {
+	switch {
+	case s.OwnCopies != "":
+		return OwnCopies(s.OwnCopies)
+	case s.Updated && s.ResizeRefused != "":
+		return s.ResizeRefused + "; the sidecars keep their old resources until the pod is recreated"
+	}
+	return ""
 }
 
 // OwnCopies is why a Pod that declared its own containers under the set's sidecar names is

@@ -107,6 +107,17 @@ func TestRolloutInputs(t *testing.T) {
 		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: OwnCopies("log-agent")}},
 		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1", Why: OwnCopies("log-agent")}}},
 	}, {
+		name: "a resize the kubelet refused: nothing to update, reported",
+		pods: []*corev1.Pod{with(settledNew, named("a", "1"), resize(corev1.PodResizePending, corev1.PodReasonInfeasible))},
+		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Updated: true, Available: true}},
+		blocked: []BlockedPod{{Namespace: "shop", Name: "a", Why: "the kubelet refused the in-place resize (PodResizePending, Infeasible: Node didn't have enough capacity); " +
+			"the sidecars keep their old resources until the pod is recreated"}},
+		report: []BlockedPod{{Namespace: "shop", Name: "a", Why: "the kubelet refused the in-place resize (PodResizePending, Infeasible: Node didn't have enough capacity); " +
+			"the sidecars keep their old resources until the pod is recreated"}},
+		wantCounts: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1",
+			Why: "the kubelet refused the in-place resize (PodResizePending, Infeasible: Node didn't have enough capacity); the sidecars keep their old resources until the pod is recreated"}}},
+	}, {
 		name: "a terminating pod is never reported blocked",
 		pods: []*corev1.Pod{testPod(named("a", "1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
 		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Terminating: true, Eligible: true}},

@@ -74,6 +74,10 @@ type PodState struct {
 	// the set's current hash (inject.UnlistedSidecars): the Pod is not counted updated, and the
 	// rollout has nothing to give it.
 	OwnCopies string
+	// ResizeRefused is why the kubelet will not apply the Pod's last resize (its
+	// PodResizePending condition with reason Infeasible, or PodResizeInProgress with reason
+	// Error); empty otherwise.
+	ResizeRefused string
 }
 
 // Available reports whether the Pod counts as available: Ready, not being deleted, and
@@ -143,8 +147,31 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 	}
 	s.Running = !injected || runsDeclaredImages(set, pod)
 	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
+	// A resize the kubelet is carrying out may restart containers (their resizePolicy): the
+	// Pod is not settled until it is done. A deferred one waits for room on the node, for as
+	// long as that takes, while the Pod runs as before: it is settled.
+	resizing, refused := resizeState(pod)
+	s.Settled, s.ResizeRefused = s.Settled && !resizing, refused
 	s.Starting = !s.Terminating && starting(pod)
 	return s, true
+}
+
+// resizeState reads the kubelet's word on the Pod's last in-place resize: whether it is being
+// carried out, or why it will not be (Kubernetes 1.33+ kubelets report these conditions).
+func resizeState(pod *corev1.Pod) (inProgress bool, refused string) {
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch {
+		case c.Type == corev1.PodResizePending && c.Reason == corev1.PodReasonInfeasible,
+			c.Type == corev1.PodResizeInProgress && c.Reason == corev1.PodReasonError:
+			return false, fmt.Sprintf("the kubelet refused the in-place resize (%s, %s: %s)", c.Type, c.Reason, c.Message)
+		case c.Type == corev1.PodResizeInProgress:
+			inProgress = true
+		}
+	}
+	return inProgress, ""
 }
 
 // sidecarsSettled reports whether the kubelet runs the images the Pod's spec names for the

@@ -679,6 +679,14 @@ func generations(generation, observed int64) func(*corev1.Pod) {
 	}
 }
 
+// resize gives the Pod a resize condition of the type, with the reason.
+func resize(typ corev1.PodConditionType, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionTrue,
+			Reason: reason, Message: "Node didn't have enough capacity"})
+	}
+}
+
 // TestClassifyForTheRollout: what the rollout reads of a pod beyond the counts.
 func TestClassifyForTheRollout(t *testing.T) {
 	set := compiledSet(t, "log-agent", nil)
@@ -700,6 +708,7 @@ func TestClassifyForTheRollout(t *testing.T) {
 		name                                     string
 		pod                                      *corev1.Pod
 		terminating, starting, restarting, avail bool
+		refused                                  string // part of ResizeRefused; "" when it must be empty
 	}{
 		{name: "settled and ready", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image)), avail: true},
 		{name: "terminating", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), terminating: true},
@@ -713,12 +722,23 @@ func TestClassifyForTheRollout(t *testing.T) {
 		{name: "old, sidecar not ready: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}), spec("log-agent", image), notReadySidecar)},
 		{name: "updated, app not ready: its own", pod: testPod(injectedWith(current), ready(corev1.ConditionFalse), spec("log-agent", image), running("log-agent", image))},
 		{name: "never injected, not ready: its own", pod: testPod(spec("log-agent", "x"), running("log-agent", "y"))},
+		{name: "resize in progress: restarting", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			resize(corev1.PodResizeInProgress, "")), restarting: true},
+		{name: "resize deferred: available", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			resize(corev1.PodResizePending, corev1.PodReasonDeferred)), avail: true},
+		{name: "resize infeasible: available, refused", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			resize(corev1.PodResizePending, corev1.PodReasonInfeasible)), avail: true, refused: "PodResizePending, Infeasible: Node didn't have enough capacity"},
+		{name: "resize failed: available, refused", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
+			resize(corev1.PodResizeInProgress, corev1.PodReasonError)), avail: true, refused: "PodResizeInProgress, Error: Node didn't have enough capacity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, selected := Classify(set, tt.pod, func(string) map[string]string { return nil }, testScope)
 			if !selected {
 				t.Fatal("not selected")
+			}
+			if (tt.refused == "") != (s.ResizeRefused == "") || !strings.Contains(s.ResizeRefused, tt.refused) {
+				t.Errorf("ResizeRefused %q, want it to hold %q", s.ResizeRefused, tt.refused)
 			}
 			if s.Terminating != tt.terminating || s.Starting != tt.starting || s.Restarting() != tt.restarting || s.Available() != tt.avail {
 				t.Errorf("terminating %v starting %v restarting %v available %v; want %v %v %v %v",
