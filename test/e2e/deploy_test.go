@@ -564,7 +564,10 @@ func helmChart(t *testing.T) {
 	c := dep.Spec.Template.Spec.Containers[0]
 	if c.Image != "registry.example/op:t1" || c.ImagePullPolicy != corev1.PullAlways || *dep.Spec.Replicas != 3 ||
 		c.Resources.Limits.Memory().String() != "512Mi" || c.Resources.Requests.Cpu().String() != "50m" ||
-		!slices.Contains(c.Args, "--metrics-bind-address=0") {
+		!slices.Contains(c.Args, "--metrics-bind-address=0") ||
+		// One exclusion list: the manager's flag (status, rollout, policies) from the value
+		// that also renders the webhook's namespaceSelector below.
+		!slices.Contains(c.Args, "--excluded-namespaces=legacy") {
 		t.Errorf("Deployment: image %s (%s), replicas %d, resources %v, args %v", c.Image, c.ImagePullPolicy, *dep.Spec.Replicas, c.Resources, c.Args)
 	}
 	if len(hook.Webhooks) != 1 || *hook.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore ||
