@@ -131,7 +131,39 @@ type UpdateStrategy struct {
 	// matched Pod.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// Recreate is what the rollout does with an outdated Pod whose sidecars cannot change in
+	// place (a change of anything but an image, or of resources where in-place resize is not
+	// possible): Never, the default, leaves it and reports it in the RollingUpdate condition;
+	// Evict evicts it through the Eviction API, so PodDisruptionBudgets hold, and its
+	// controller recreates it with the current sidecars. Only Pods owned by an existing
+	// ReplicaSet, StatefulSet, DaemonSet or ReplicationController are evicted (StatefulSet
+	// Pods one at a time per StatefulSet); Pods whose sidecars someone edited since injection
+	// are never evicted. Evictions share maxUnavailable, partition, paused and selector with
+	// the in-place updates.
+	// +kubebuilder:default=Never
+	// +optional
+	Recreate RecreatePolicy `json:"recreate,omitempty"`
+
+	// Remediate is what the rollout does with a Pod the set selects but never injected
+	// (created before the set, while injection was paused, or while the webhook could not be
+	// reached): Never, the default, counts it in status.notInjectedPods; Evict recreates it
+	// by eviction under the same rules as Recreate, so it is injected.
+	// +kubebuilder:default=Never
+	// +optional
+	Remediate RecreatePolicy `json:"remediate,omitempty"`
 }
+
+// RecreatePolicy says whether the rollout recreates Pods by eviction.
+// +kubebuilder:validation:Enum=Never;Evict
+type RecreatePolicy string
+
+const (
+	// RecreateNever leaves the Pods alone and reports them.
+	RecreateNever RecreatePolicy = "Never"
+	// RecreateEvict evicts the Pods through the Eviction API; their controllers recreate them.
+	RecreateEvict RecreatePolicy = "Evict"
+)
 
 // InjectionStrategy controls injection into newly created Pods.
 type InjectionStrategy struct {
@@ -278,6 +310,12 @@ type SidecarSetStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	UpdatedReadyPods int32 `json:"updatedReadyPods"`
+
+	// NotInjectedPods is the number of matched Pods that carry no injection of this
+	// SidecarSet: created before it, while its injection was paused, or while the webhook
+	// could not be reached. updateStrategy.remediate: Evict recreates them.
+	// +optional
+	NotInjectedPods int32 `json:"notInjectedPods,omitempty"`
 
 	// UnavailablePods is the number of matched Pods that are not Ready, or whose kubelet does not
 	// yet run the images their spec names. A rolling update never takes a namespace's

@@ -18,7 +18,13 @@
 //     updated first and cost nothing (their availability cannot drop);
 //   - paused: no update starts; updates in flight finish on their own;
 //   - only Pods the strategy's selector matches, that can take the update in place, and that
-//     are not still starting, are updated.
+//     are not still starting, are updated;
+//   - a Pod that can take the update only by being recreated (evicted, its controller makes a
+//     new one) is picked like the others, under the same budget, and its eviction counts
+//     against the set-wide budget until its replacement is available. Pods the set never
+//     injected are recreated (remediated) outside the partition, which counts injected Pods.
+//     While a workload has a Pod being recreated, no other Pod of it is picked: one Pod per
+//     workload at a time, as a StatefulSet's controller needs.
 //
 // The order is deterministic: unavailable Pods first, then by namespace/name.
 package rollout
@@ -57,8 +63,17 @@ type Pod struct {
 	// updated once it runs).
 	Starting bool
 	// Eligible is true when the Pod may be updated: the strategy's selector matches it and it
-	// can take the update in place. Ignored for updated Pods.
+	// can take the update in place, or by being recreated (Recreate). Ignored for updated Pods.
 	Eligible bool
+	// Recreate is true when the Pod takes the update only by being evicted and recreated by
+	// its controller (an outdated Pod whose change cannot be made in place, or a Pod the set
+	// never injected).
+	Recreate bool
+	// Workload identifies the Pod's controller (its UID), for Pods to recreate.
+	Workload string
+	// WorkloadBusy is true when another Pod of the Pod's workload is being recreated: the Pod
+	// waits its turn.
+	WorkloadBusy bool
 }
 
 // Strategy is the resolved update strategy.
@@ -122,13 +137,16 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1)}
 	// others: namespace -> Pods unavailable for reasons of their own.
 	others := map[string]int{}
-	var todo []int
+	// todo: injected outdated Pods (within the partition); remedy: Pods never injected.
+	var todo, remedy []int
 	for i, pod := range pods {
 		if pod.Updated && !pod.Terminating {
 			p.Updated++
 		}
 		switch {
-		case pod.Restarting && !pod.Terminating:
+		case pod.Restarting:
+			// The rollout's own doing, a Pod it evicted included (being deleted, it is no
+			// longer matched).
 			p.Restarting++
 			p.Unavailable++
 		case !pod.Available || pod.Terminating:
@@ -136,18 +154,17 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 			p.Unavailable++
 		}
 		switch {
-		case pod.Terminating, pod.Updated, !pod.Injected:
+		case pod.Terminating, pod.Updated:
+		case !pod.Injected && !pod.Recreate:
 		case !pod.Eligible:
 			p.Ineligible++
+		case !pod.Injected:
+			remedy = append(remedy, i)
 		default:
 			todo = append(todo, i)
 		}
 	}
-	quota := injected - p.Keep - p.Updated
-	if quota <= 0 {
-		return p, nil
-	}
-	slices.SortStableFunc(todo, func(a, b int) int {
+	byAvailability := func(a, b int) int {
 		if pods[a].Available != pods[b].Available {
 			if pods[a].Available {
 				return 1
@@ -155,13 +172,20 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 			return -1
 		}
 		return strings.Compare(pods[a].Key, pods[b].Key)
-	})
-	restarting, held := p.Restarting, map[string]bool{}
-	for _, i := range todo[:min(quota, len(todo))] {
+	}
+	slices.SortStableFunc(todo, byAvailability)
+	slices.SortStableFunc(remedy, byAvailability)
+	quota := max(0, injected-p.Keep-p.Updated)
+	restarting, held, recreating := p.Restarting, map[string]bool{}, map[string]bool{}
+	for _, i := range append(todo[:min(quota, len(todo))], remedy...) {
 		pod := pods[i]
+		busy := pod.WorkloadBusy || (pod.Recreate && recreating[pod.Workload])
+		if pod.Recreate && !busy && !s.Paused && !pod.Starting {
+			recreating[pod.Workload] = true // picked below unless the budget says no
+		}
 		switch {
-		case s.Paused, pod.Starting:
-			p.Waiting++ // a starting Pod is updated once it runs
+		case s.Paused, pod.Starting, busy:
+			p.Waiting++ // a starting Pod is updated once it runs; a busy workload's Pod waits its turn
 		case !pod.Available:
 			// Already unavailable: updating it costs nothing. It restarts from now on.
 			p.Update = append(p.Update, i)

@@ -15,13 +15,19 @@ func pods(spec string) []Pod {
 	// in one sequence: u updated, U updated and restarting, N updated and not ready for its own
 	// reasons, o old and ready, n old and not
 	// ready for its own reasons, r old with its sidecars restarting, x old and ineligible,
-	// s old and starting, t terminating, i never injected (ready).
+	// s old and starting, t terminating, i never injected (ready); to recreate by eviction: e old,
+	// m never injected, b old whose workload has a Pod being recreated, E one the rollout
+	// evicted (being deleted). A namespace's Pods are one workload.
 	var out []Pod
 	for ns, group := range strings.Fields(spec) {
 		for _, c := range group {
 			p := Pod{Key: fmt.Sprintf("ns%d/p%02d", ns, len(out)), Namespace: fmt.Sprintf("ns%d", ns),
-				Injected: c != 'i', Updated: strings.ContainsRune("uUN", c), Available: strings.ContainsRune("uoxi", c),
-				Restarting: c == 'U' || c == 'r', Terminating: c == 't', Starting: c == 's', Eligible: c != 'x'}
+				Injected: c != 'i' && c != 'm', Updated: strings.ContainsRune("uUN", c), Available: strings.ContainsRune("uoxiemb", c),
+				Restarting: strings.ContainsRune("UrE", c), Terminating: c == 't' || c == 'E', Starting: c == 's', Eligible: c != 'x',
+				Recreate: strings.ContainsRune("emb", c), WorkloadBusy: c == 'b'}
+			if p.Recreate {
+				p.Workload = p.Namespace
+			}
 			out = append(out, p)
 		}
 	}
@@ -58,6 +64,12 @@ func TestCompute(t *testing.T) {
 		{"ineligible pods are left", "xoxo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{1, 3}, 0, 4, 0, false},
 		{"done", "uuxu", Strategy{}, nil, 0, 1, 0, true},
 		{"nothing matched", "", Strategy{}, nil, 0, 1, 0, true},
+		{"a pod to recreate is picked like the others", "eo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 0, false},
+		{"one recreation per workload at a time", "ee o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{0, 2}, 0, 3, 1, false},
+		{"a workload with a pod being recreated waits", "Eb oo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{2, 3}, 0, 3, 1, false},
+		{"an evicted pod holds the set-wide budget", "E o", Strategy{}, nil, 0, 1, 1, false},
+		{"never-injected pods are remediated outside the partition", "um", Strategy{Partition: ptr(intstr.FromInt32(1))}, []int{1}, 1, 1, 0, false},
+		{"never-injected pods without remediation are left", "ui", Strategy{}, nil, 0, 1, 0, true},
 		{"a terminating pod holds its namespace's budget", "too", Strategy{}, nil, 0, 1, 2, false},
 		{"a terminating pod is not matched", "t ooo", Strategy{MaxUnavailable: ptr(intstr.FromString("50%"))}, []int{1}, 0, 1, 2, false},
 		{"a pod unavailable for its own reasons holds back only its namespace", "No oo", Strategy{}, []int{2}, 0, 1, 2, false},
