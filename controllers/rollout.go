@@ -228,7 +228,7 @@ func (r *RolloutReconciler) roll(ctx context.Context, c *inject.CompiledSet, pod
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
 	memory := r.memoryOf(c.Name())
 	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope,
-		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory)
+		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory, time.Now())
 	ro := status.Rollout{Blocked: in.Blocked}
 	for _, b := range in.Report {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}

@@ -31,6 +31,11 @@ type InPlace struct {
 	// Blocked says, field by field, what of the set's current content a running Pod cannot
 	// take. When it is set, nothing is to be patched.
 	Blocked []string
+	// Recreatable: what Blocked names is only that the change cannot be made in place (a
+	// sidecar's other fields, a sidecar added or removed, a volume): a Pod created now would
+	// be injected with it. False for edits made since injection, which recreating the Pod
+	// would throw away, and for a set that no longer injects the Pod or refuses it.
+	Recreatable bool
 
 	pod     *corev1.Pod
 	records Records
@@ -141,6 +146,7 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		return u, nil
 	}
 	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
+	u.Recreatable = len(u.Blocked) > 0
 	if len(u.Blocked) > 0 {
 		u.Images, u.Resources = nil, nil
 	}

@@ -104,6 +104,10 @@ func TestUpdateInPlace(t *testing.T) {
 			if strings.Join(resized, ",") != strings.Join(tt.wantResized, ",") {
 				t.Errorf("Resources = %v, want %v", resized, tt.wantResized)
 			}
+			// Only a change a new pod would be injected with is for recreating the pod.
+			if want := len(tt.wantBlocked) > 0 && !strings.Contains(tt.wantBlocked[0], "no longer injects"); u.Recreatable != want {
+				t.Errorf("Recreatable = %v, want %v", u.Recreatable, want)
+			}
 			if len(u.Blocked) != len(tt.wantBlocked) {
 				t.Fatalf("Blocked = %q, want %d entries like %q", u.Blocked, len(tt.wantBlocked), tt.wantBlocked)
 			}
@@ -221,6 +225,8 @@ func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
 				t.Errorf("blocked %q, images %+v; want the image updated", u.Blocked, u.Images)
 			case tt.wantBlocked != "" && (len(u.Blocked) != 1 || !strings.Contains(u.Blocked[0], tt.wantBlocked) || u.Patch() != nil):
 				t.Errorf("blocked %q, patch %v; want one entry containing %q and no patch", u.Blocked, u.Patch(), tt.wantBlocked)
+			case u.Recreatable:
+				t.Error("a pod edited since injection is recreatable: recreating it would throw the edit away")
 			}
 		})
 	}

@@ -2,8 +2,11 @@ package status
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
@@ -21,14 +24,22 @@ type RolloutMemory struct {
 	// that hash and that version of the Pod: when either changes (someone reverts an edit, a
 	// refused resize may now fit) the Pod is looked at again.
 	NotUpdatable map[string]Verdict
+	// Recreating: workload (controller UID) -> when the rollout last evicted a Pod of it. The
+	// workload's unavailable Pods count as the rollout's restarts, and no other Pod of it is
+	// evicted, until its Pods are available again (and RecreateSettle has passed).
+	Recreating map[string]time.Time
 }
 
-// Verdict is why one version of a Pod cannot take one hash in place.
-type Verdict struct{ Hash, ResourceVersion, Why string }
+// Verdict is why one version of a Pod cannot take one hash in place, and whether a Pod created
+// now would have it (so recreating the Pod applies the change).
+type Verdict struct {
+	Hash, ResourceVersion, Why string
+	Recreatable                bool
+}
 
 // NewRolloutMemory returns an empty memory.
 func NewRolloutMemory() RolloutMemory {
-	return RolloutMemory{Patched: map[string]string{}, NotUpdatable: map[string]Verdict{}}
+	return RolloutMemory{Patched: map[string]string{}, NotUpdatable: map[string]Verdict{}, Recreating: map[string]time.Time{}}
 }
 
 // RolloutInput is what the planner is told of the Pods a set selects, and what the set's
@@ -51,11 +62,13 @@ func PodKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // RolloutInputs classifies the Pods set selects for its rollout. eligible says whether the
 // rollout may pick a Pod (the set injects, and the canary selector matches it). It updates
-// memory: a patch the cache now shows is forgotten, and so is every Pod no longer selected.
+// memory: a patch the cache now shows is forgotten, and so is every Pod no longer selected,
+// and every workload done recreating a Pod at now.
 func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string,
-	scope Scope, eligible func(*corev1.Pod) bool, memory RolloutMemory) RolloutInput {
+	scope Scope, eligible func(*corev1.Pod) bool, memory RolloutMemory, now time.Time) RolloutInput {
 	var in RolloutInput
-	seen := map[string]bool{}
+	strategy := set.Set.Spec.UpdateStrategy
+	seen, unavailable := map[string]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		s, selected := Classify(set, pod, namespaceLabels, scope)
 		if selected {
@@ -67,7 +80,7 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		key := PodKey(pod)
 		seen[key] = true
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
-			Available: s.Available(), Restarting: s.Restarting(), Terminating: s.Terminating, Starting: s.Starting}
+			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting}
 		if why := stuckUpdate(s); why != "" {
 			// Nothing the rollout can do: the Pod carries the current hash, and what it asked
 			// of the Pod did not (and will not) happen.
@@ -88,21 +101,52 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		}
 		v, known := memory.NotUpdatable[key]
 		known = known && v.Hash == set.Hash && v.ResourceVersion == pod.ResourceVersion
-		if !p.Updated && !p.Terminating {
-			switch {
-			case !s.Injected:
-				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: NotInjected, NeverInjected: true})
-			case known:
-				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: v.Why})
+		p.Eligible = !known && eligible(pod)
+		controller, noController := RecreatingController(pod)
+		if controller != nil {
+			p.Workload = string(controller.UID)
+			if _, ok := memory.Recreating[p.Workload]; ok && !p.Available {
+				// Evicted, or its replacement not yet available: the rollout's doing.
+				p.Restarting, unavailable[p.Workload] = true, true
 			}
 		}
-		p.Eligible = !known && eligible(pod)
+		if !p.Updated && !p.Terminating {
+			recreate := (!s.Injected && strategy.Remediate == appsv1alpha1.RecreateEvict) ||
+				(s.Injected && known && v.Recreatable && strategy.Recreate == appsv1alpha1.RecreateEvict)
+			switch {
+			case recreate && controller != nil:
+				p.Recreate, p.Eligible = true, eligible(pod)
+			case !s.Injected:
+				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: withoutController(NotInjected, recreate, noController), NeverInjected: true})
+			case known:
+				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: withoutController(v.Why, recreate, noController)})
+			}
+		}
 		in.Plan = append(in.Plan, p)
 		in.Targets = append(in.Targets, pod)
 	}
 	forgetUnseen(memory.Patched, seen)
 	forgetUnseen(memory.NotUpdatable, seen)
+	for w, at := range memory.Recreating {
+		if !workloadRecreating(at, now, unavailable[w]) {
+			delete(memory.Recreating, w)
+		}
+	}
+	for i := range in.Plan {
+		if p := &in.Plan[i]; p.Recreate {
+			_, p.WorkloadBusy = memory.Recreating[p.Workload]
+		}
+	}
 	return in
+}
+
+// withoutController is why a Pod is left, with why it is not recreated when it would be but
+// for its controller.
+func withoutController(why string, recreate bool, noController string) string {
+	if !recreate {
+		return why
+	}
+	return why + "; not recreated: " + noController
 }
 
 // stuckUpdate is why a Pod that records the set's current hash does not run it and never will:

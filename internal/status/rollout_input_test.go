@@ -3,9 +3,12 @@ package status
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -27,9 +30,26 @@ func TestRolloutInputs(t *testing.T) {
 		return testPod(append(slices.Clone(base), more...)...)
 	}
 	everyPod := func(*corev1.Pod) bool { return true }
+	evicting := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.UpdateStrategy.Recreate, s.Spec.UpdateStrategy.Remediate = appsv1alpha1.RecreateEvict, appsv1alpha1.RecreateEvict
+	})
+	ownedBy := func(kind, uid string) podOpt {
+		return func(p *corev1.Pod) {
+			apiVersion := "apps/v1"
+			if kind == "ReplicationController" {
+				apiVersion = "v1"
+			}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "web", UID: types.UID(uid), Controller: ptr.To(true)}}
+		}
+	}
+	envChanged := Verdict{Hash: set.Hash, ResourceVersion: "1", Why: "spec.containers[log-agent].env: changed", Recreatable: true}
+	edited := Verdict{Hash: set.Hash, ResourceVersion: "1", Why: "spec.containers[log-agent].image: changed since injection", Recreatable: false}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
 	tests := []struct {
-		name     string
+		name string
+		// evict: the set recreates and remediates by eviction.
+		evict    bool
 		pods     []*corev1.Pod
 		eligible func(*corev1.Pod) bool
 		memory   RolloutMemory
@@ -118,6 +138,69 @@ func TestRolloutInputs(t *testing.T) {
 		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": {Hash: set.Hash, ResourceVersion: "1",
 			Why: "the kubelet refused the in-place resize (PodResizePending, Infeasible: Node didn't have enough capacity); the sidecars keep their old resources until the pod is recreated"}}},
 	}, {
+		name:       "Evict: an outdated pod that cannot change in place is recreated",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"), ownedBy("ReplicaSet", "rs-1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1"}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+	}, {
+		name:       "Evict: a bare pod is reported, not recreated",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: envChanged.Why + "; not recreated: it has no controller to recreate it (a bare pod): delete and create it yourself"}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+	}, {
+		name:       "Evict: a Job's pod is reported, not recreated",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"), func(p *corev1.Pod) { ownedBy("Job", "job-1")(p); p.OwnerReferences[0].APIVersion = "batch/v1" })},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: envChanged.Why + "; not recreated: its controller, Job web, does not recreate an evicted pod as it was"}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": envChanged}},
+	}, {
+		name:       "Evict: a pod whose sidecar was edited is never recreated",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("a", "1"), ownedBy("ReplicaSet", "rs-1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": edited}},
+		want:       []rollout.Pod{{Key: "shop/a", Namespace: "shop", Injected: true, Available: true, Workload: "rs-1"}},
+		blocked:    []BlockedPod{{Namespace: "shop", Name: "a", Why: edited.Why}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/a": edited}},
+	}, {
+		name:  "Evict: a pod never injected is remediated",
+		evict: true,
+		pods:  []*corev1.Pod{testPod(named("a", "1"), ready(corev1.ConditionTrue), running("app", "app:1"), ownedBy("StatefulSet", "sts-1"))},
+		want:  []rollout.Pod{{Key: "shop/a", Namespace: "shop", Available: true, Eligible: true, Recreate: true, Workload: "sts-1"}},
+	}, {
+		name:  "Evict: while a workload recreates a pod, its unavailable pods are the rollout's and the others wait",
+		evict: true,
+		pods: []*corev1.Pod{
+			testPod(named("a", "1"), ownedBy("ReplicaSet", "rs-1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }),
+			with(settledOld, named("b", "1"), ownedBy("ReplicaSet", "rs-1")),
+		},
+		memory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Minute)}},
+		want: []rollout.Pod{
+			{Key: "shop/a", Namespace: "shop", Terminating: true, Restarting: true, Eligible: true, Workload: "rs-1"},
+			{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1", WorkloadBusy: true},
+		},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Minute)}},
+	}, {
+		name:       "Evict: a workload whose pods are all available again is done recreating",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("b", "1"), ownedBy("ReplicaSet", "rs-1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Minute)}},
+		want:       []rollout.Pod{{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1"}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}},
+	}, {
+		name:       "Evict: a workload that evicted a pod moments ago still waits for the replacement",
+		evict:      true,
+		pods:       []*corev1.Pod{with(settledOld, named("b", "1"), ownedBy("ReplicaSet", "rs-1"))},
+		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
+		want:       []rollout.Pod{{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1", WorkloadBusy: true}},
+		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
+	}, {
 		name: "a terminating pod is never reported blocked",
 		pods: []*corev1.Pod{testPod(named("a", "1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
 		want: []rollout.Pod{{Key: "shop/a", Namespace: "shop", Terminating: true, Eligible: true}},
@@ -141,11 +224,18 @@ func TestRolloutInputs(t *testing.T) {
 			for k, v := range tt.memory.NotUpdatable {
 				memory.NotUpdatable[k] = v
 			}
+			for k, v := range tt.memory.Recreating {
+				memory.Recreating[k] = v
+			}
+			set := set
+			if tt.evict {
+				set = evicting
+			}
 			eligible := tt.eligible
 			if eligible == nil {
 				eligible = everyPod
 			}
-			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, testScope, eligible, memory)
+			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, testScope, eligible, memory, now)
 			if !slices.Equal(in.Plan, tt.want) {
 				t.Errorf("plan\n got %+v\nwant %+v", in.Plan, tt.want)
 			}
@@ -166,7 +256,8 @@ func TestRolloutInputs(t *testing.T) {
 			if !slices.Equal(in.Blocked, tt.blocked) {
 				t.Errorf("blocked %+v, want %+v", in.Blocked, tt.blocked)
 			}
-			if len(memory.Patched) != len(tt.wantMemory.Patched) || len(memory.NotUpdatable) != len(tt.wantMemory.NotUpdatable) {
+			if len(memory.Patched) != len(tt.wantMemory.Patched) || len(memory.NotUpdatable) != len(tt.wantMemory.NotUpdatable) ||
+				len(memory.Recreating) != len(tt.wantMemory.Recreating) {
 				t.Errorf("memory afterwards %+v, want %+v", memory, tt.wantMemory)
 			}
 			for k, v := range tt.wantMemory.Patched {

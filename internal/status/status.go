@@ -20,7 +20,7 @@ import (
 
 // Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
 type Counts struct {
-	Matched, Excluded, Updated, Ready, UpdatedReady, Unavailable int32
+	Matched, Excluded, Updated, Ready, UpdatedReady, Unavailable, NotInjected int32
 }
 
 // Scope is where the pod webhook injects: everywhere but kube-system, the operator's own
@@ -108,6 +108,9 @@ func (c *Counts) add(s PodState, d int32) {
 	c.Matched += d
 	if s.Updated {
 		c.Updated += d
+	}
+	if !s.Injected {
+		c.NotInjected += d
 	}
 	if s.Injected && s.Ready {
 		c.Ready += d
@@ -275,6 +278,7 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 		ReadyPods:          counts.Ready,
 		UpdatedReadyPods:   counts.UpdatedReady,
 		UnavailablePods:    counts.Unavailable,
+		NotInjectedPods:    counts.NotInjected,
 		Hash:               set.Hash,
 	}
 	for i := range old {

@@ -122,15 +122,15 @@ func TestCount(t *testing.T) {
 			want: Counts{Matched: 1, Ready: 1}},
 		{name: "Ready but not injected", set: plain,
 			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue))},
-			want: Counts{Matched: 1}},
+			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "Ready and injected by another SidecarSet only", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"mesh-proxy": plain.Hash}), ready(corev1.ConditionTrue))},
-			want: Counts{Matched: 1}},
+			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "malformed status annotation", set: plain,
 			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), func(p *corev1.Pod) {
 				setAnnotation(p, appsv1alpha1.StatusAnnotation, `{"log-agent":`)
 			})},
-			want: Counts{Matched: 1}},
+			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "terminating", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) {
 				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
@@ -192,7 +192,7 @@ func TestCount(t *testing.T) {
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), phase(corev1.PodSucceeded)),          // finished
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), label(appsv1alpha1.InjectLabel, "")), // not opted in
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
-		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1}},
+		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1, NotInjected: 1}},
 		{name: "updated in place, the kubelet still runs the old image", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), running("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
