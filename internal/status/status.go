@@ -410,6 +410,9 @@ func noMatchMessage(set *inject.CompiledSet, c Counts) string {
 type Rollout struct {
 	Plan    rollout.Plan
 	Blocked []BlockedPod
+	// WaitingForBudget are the Pods to recreate whose PodDisruptionBudget allowed no eviction
+	// in this pass: they are tried again.
+	WaitingForBudget []BlockedPod
 }
 
 // BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
@@ -453,6 +456,12 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 		if len(p.HeldBack) > 0 {
 			cond.Message += "; pods unavailable for reasons of their own hold back the updates in namespaces " + namedList(p.HeldBack)
 		}
+		if len(ro.WaitingForBudget) > 0 {
+			cond.Message += "; " + budgetSummary(ro.WaitingForBudget)
+		}
+	case len(ro.WaitingForBudget) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
+		cond.Message = progress + "; " + budgetSummary(ro.WaitingForBudget)
 	case len(ro.Blocked) > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "PodsNotUpdatable"
 		cond.Message = progress + "; " + blockedSummary(ro.Blocked)
@@ -463,20 +472,33 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 	return cond
 }
 
-// blockedSummary counts the Pods that cannot be updated in place by namespace.
-func blockedSummary(blocked []BlockedPod) string {
-	byNamespace, never := map[string]int{}, 0
-	for _, b := range blocked {
+// budgetSummary counts the Pods that wait for their PodDisruptionBudget by namespace.
+func budgetSummary(waiting []BlockedPod) string {
+	return fmt.Sprintf("%d pods to recreate wait for their PodDisruptionBudget to allow an eviction (%s)", len(waiting), countByNamespace(waiting))
+}
+
+// countByNamespace is "a: 2, b: 1" for the Pods' namespaces, naming at most maxNamed.
+func countByNamespace(pods []BlockedPod) string {
+	byNamespace := map[string]int{}
+	for _, b := range pods {
 		byNamespace[b.Namespace]++
-		if b.NeverInjected {
-			never++
-		}
 	}
 	var counts []string
 	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
 		counts = append(counts, fmt.Sprintf("%s: %d", ns, byNamespace[ns]))
 	}
-	msg := fmt.Sprintf("%d pods cannot be updated in place and keep their sidecars until recreated (%s", len(blocked), namedList(counts))
+	return namedList(counts)
+}
+
+// blockedSummary counts the Pods that cannot be updated in place by namespace.
+func blockedSummary(blocked []BlockedPod) string {
+	never := 0
+	for _, b := range blocked {
+		if b.NeverInjected {
+			never++
+		}
+	}
+	msg := fmt.Sprintf("%d pods cannot be updated in place and keep their sidecars until recreated (%s", len(blocked), countByNamespace(blocked))
 	if never > 0 {
 		msg += fmt.Sprintf("; %d of them were never injected by this SidecarSet", never)
 	}

@@ -625,6 +625,8 @@ func TestRollingUpdateCondition(t *testing.T) {
 			metav1.ConditionTrue, "Paused", "2 pods wait", "RollingUpdatePaused"},
 		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
 			metav1.ConditionFalse, "PodsNotUpdatable", "7 pods cannot be updated in place and keep their sidecars until recreated (a: 1, b: 1, c: 1, d: 1, e: 1 and 1 more; 1 of them were never injected by this SidecarSet); a PodNotUpdatable event", "PodsNotUpdatable"},
+		{"pods waiting for their disruption budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{WaitingForBudget: blocked[:3]},
+			metav1.ConditionTrue, "Progressing", "3 pods to recreate wait for their PodDisruptionBudget to allow an eviction (a: 1, shop: 2)", "RollingUpdateProgressing"},
 		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{},
 			metav1.ConditionFalse, "Complete", "nothing left to update", "Injecting"},
 		{"not planned yet", compiledSet(t, "log-agent", nil, rolling(false)), nil,
