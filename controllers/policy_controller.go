@@ -232,20 +232,20 @@ func (r *PolicyReconciler) probe(ctx context.Context, c *policy.Compiled) (bool,
 // stoppedBy says whether the webhook's view has compiled this generation of set (seen), and if
 // it has stopped it for a conflict with an older set, why (nil when it injects).
 func stoppedBy(snap *snapshot.Snapshot, set *appsv1alpha1.SidecarSet) (*policy.Unsupported, bool) {
-	i, found := slices.BinarySearchFunc(snap.Valid, set.Name, func(c *inject.CompiledSet, name string) int {
-		return strings.Compare(c.Name(), name)
+	i, found := slices.BinarySearchFunc(snap.Valid, set.Name, func(valid *inject.CompiledSet, name string) int {
+		return strings.Compare(valid.Name(), name)
 	})
 	if !found {
 		// Not compiled there: an invalid set, which Compile refuses as well, or one not seen yet.
 		_, invalid := snap.Invalid[set.Name]
 		return nil, invalid
 	}
-	if c := snap.Valid[i].Set; c.UID != set.UID || c.Generation != set.Generation {
+	if seen := snap.Valid[i].Set; seen.UID != set.UID || seen.Generation != set.Generation {
 		return nil, false
 	}
-	for _, c := range snap.Conflicts[set.Name] {
-		if c.Stopped {
-			return policy.Stopped(c.With), true
+	for _, conflict := range snap.Conflicts[set.Name] {
+		if conflict.Stopped {
+			return policy.Stopped(conflict.With), true
 		}
 	}
 	return nil, true

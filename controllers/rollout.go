@@ -203,13 +203,13 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 	if r.podEvents == nil {
 		r.podEvents = map[string]podEventCount{}
 	}
-	c := r.podEvents[set]
-	if c.hash != hash {
-		c = podEventCount{hash: hash}
+	count := r.podEvents[set]
+	if count.hash != hash {
+		count = podEventCount{hash: hash}
 	}
-	c.sent++
-	r.podEvents[set] = c
-	return c.sent <= limit, c.sent == limit+1
+	count.sent++
+	r.podEvents[set] = count
+	return count.sent <= limit, count.sent == limit+1
 }
 
 // rollOneStep plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
@@ -343,13 +343,13 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 			candidates[i] = c
 		}
 	}
-	lookup := func(name string) (*inject.CompiledSet, bool) {
+	setByName := func(name string) (*inject.CompiledSet, bool) {
 		if name == c.Name() {
 			return c, true
 		}
 		return snap.Get(name)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: lookup}, c.Name(), injected)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), SetByName: setByName}, c.Name(), injected)
 	switch {
 	case err != nil:
 		return nil, err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
