@@ -88,12 +88,12 @@ func Generation(g int64) Option {
 
 // WithContainers appends to spec.containers: a set's sidecars, a pod's own containers.
 func WithContainers(containers ...corev1.Container) Option {
+	sidecars := make([]appsv1alpha1.SidecarContainer, len(containers))
+	for i, c := range containers {
+		sidecars[i].Container = c
+	}
 	return either{
-		func(s *appsv1alpha1.SidecarSet) {
-			for _, c := range containers {
-				s.Spec.Containers = append(s.Spec.Containers, appsv1alpha1.SidecarContainer{Container: c})
-			}
-		},
+		appendSidecars(sidecars),
 		func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, containers...) },
 	}
 }
@@ -119,14 +119,18 @@ func WithSelector(selector *metav1.LabelSelector) SetOption {
 // WithImage appends a sidecar named after the set that runs image, and nothing else.
 func WithImage(image string) SetOption {
 	return setFunc(func(s *appsv1alpha1.SidecarSet) {
-		s.Spec.Containers = append(s.Spec.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: s.Name, Image: image}})
+		appendSidecars([]appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: s.Name, Image: image}}})(s)
 	})
 }
 
 // WithSidecars appends sidecars with their SidecarSet-only fields (shareVolumePolicy,
 // transferEnv, podInjectPolicy) to spec.containers.
 func WithSidecars(sidecars ...appsv1alpha1.SidecarContainer) SetOption {
-	return setFunc(func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers = append(s.Spec.Containers, sidecars...) })
+	return appendSidecars(sidecars)
+}
+
+func appendSidecars(sidecars []appsv1alpha1.SidecarContainer) setFunc {
+	return func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers = append(s.Spec.Containers, sidecars...) }
 }
 
 // WithPullSecrets appends the named secrets to the set's spec.imagePullSecrets.

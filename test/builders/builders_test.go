@@ -22,6 +22,7 @@ func TestSidecarSet(t *testing.T) {
 		want appsv1alpha1.SidecarSet
 	}{
 		{"name only", nil, appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "s"}}},
+		{"no containers leave the list nil", []builders.SetOption{builders.WithContainers()}, appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "s"}}},
 		{"typed", []builders.SetOption{builders.Typed()}, appsv1alpha1.SidecarSet{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "apps.sidecarset.io/v1alpha1", Kind: "SidecarSet"},
 			ObjectMeta: metav1.ObjectMeta{Name: "s"}}},
