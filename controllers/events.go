@@ -22,35 +22,36 @@ func enqueue(q queue, names []string) {
 	}
 }
 
-// statusWrites remembers the status each SidecarSet was last patched to and the
+// lastStatusWrites remembers the status each SidecarSet was last patched to and the
 // resourceVersion the patch returned. The watch event of that very write causes no reconcile
 // (nothing it shows is new), and a reconcile that runs before the cache shows the write
 // compares with what was written as well as with the cache.
-type statusWrites struct {
+type lastStatusWrites struct {
 	mu   sync.Mutex
-	last map[string]written
+	last map[string]statusWrite
 }
 
-type written struct {
+// statusWrite is one status patch of a set: what it wrote, the resourceVersion it got, and when.
+type statusWrite struct {
 	resourceVersion string
 	status          appsv1alpha1.SidecarSetStatus
 	at              time.Time
 }
 
-// note records a successful status patch (the object as the API server returned it), made at
-// time at.
-func (w *statusWrites) note(set *appsv1alpha1.SidecarSet, at time.Time) {
+// recordWrite records a successful status patch (the object as the API server returned it),
+// made at time at.
+func (w *lastStatusWrites) recordWrite(set *appsv1alpha1.SidecarSet, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.last == nil {
-		w.last = map[string]written{}
+		w.last = map[string]statusWrite{}
 	}
-	w.last[set.Name] = written{resourceVersion: set.ResourceVersion, status: *set.Status.DeepCopy(), at: at}
+	w.last[set.Name] = statusWrite{resourceVersion: set.ResourceVersion, status: *set.Status.DeepCopy(), at: at}
 }
 
-// wait is how long, at time now, a status write of the set must wait so that two writes are
-// at least interval apart; zero when it need not.
-func (w *statusWrites) wait(name string, now time.Time, interval time.Duration) time.Duration {
+// waitBeforeWrite is how long, at time now, a status write of the set must wait so that two
+// writes are at least interval apart; zero when it need not.
+func (w *lastStatusWrites) waitBeforeWrite(name string, now time.Time, interval time.Duration) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.last[name]
@@ -60,25 +61,26 @@ func (w *statusWrites) wait(name string, now time.Time, interval time.Duration) 
 	return max(0, last.at.Add(interval).Sub(now))
 }
 
-func (w *statusWrites) forget(name string) {
+// forgetSet drops what was written to a deleted set.
+func (w *lastStatusWrites) forgetSet(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.last, name)
 }
 
-// notOurs passes every SidecarSet update but the one our last status patch made.
-func (w *statusWrites) notOurs(e event.UpdateEvent) bool {
+// notOwnWrite passes every SidecarSet update but the one our last status patch made.
+func (w *lastStatusWrites) notOwnWrite(e event.UpdateEvent) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.last[e.ObjectNew.GetName()]
 	return !ok || last.resourceVersion != e.ObjectNew.GetResourceVersion()
 }
 
-// needed reports whether want must be written. The cached set may predate our last write (its
-// event may not have arrived): then the API server may hold the written status rather than the
-// cached one, and want is written unless it equals both. A write based on a stale cache fails
+// mustWrite reports whether want must be written. The cached set may predate our last write
+// (its event may not have arrived): then the API server may hold the written status rather than
+// the cached one, and want is written unless it equals both. A write based on a stale cache fails
 // its optimistic lock and is retried.
-func (w *statusWrites) needed(cached client.Object, cachedStatus, want *appsv1alpha1.SidecarSetStatus) bool {
+func (w *lastStatusWrites) mustWrite(cached client.Object, cachedStatus, want *appsv1alpha1.SidecarSetStatus) bool {
 	if !equality.Semantic.DeepEqual(*want, *cachedStatus) {
 		return true
 	}

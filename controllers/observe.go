@@ -48,11 +48,11 @@ func unexport(name string) {
 	readyGauge.DeleteLabelValues(name)
 }
 
-// announce records events on the SidecarSet for what changed in its status that its owner
-// should hear about: the Ready condition's reason (invalid, stopped by a conflict, rolling,
-// ready again), and selected pods appearing in namespaces that are never injected. The
-// events.k8s.io recorder aggregates repeats into a series.
-func (r *StatusReconciler) announce(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
+// recordStatusEvents records events on the SidecarSet for what changed in its status that its
+// owner should hear about: the Ready condition's reason (invalid, stopped by a conflict,
+// rolling, ready again), and selected pods appearing in namespaces that are never injected.
+// The events.k8s.io recorder aggregates repeats into a series.
+func (r *StatusReconciler) recordStatusEvents(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
 	was, is := meta.FindStatusCondition(old.Conditions, appsv1alpha1.ConditionReady), meta.FindStatusCondition(now.Conditions, appsv1alpha1.ConditionReady)
 	if is != nil && (was == nil || was.Reason != is.Reason) {
 		kind, note := corev1.EventTypeNormal, is.Message

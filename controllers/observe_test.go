@@ -15,10 +15,10 @@ func readyStatus(status metav1.ConditionStatus, reason, msg string, excluded int
 		metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg})}
 }
 
-// TestAnnounce: an event for each change of the Ready condition's reason (with the detailed
+// TestRecordStatusEvents: an event for each change of the Ready condition's reason (with the detailed
 // condition's message where there is one) and when selected pods first land in excluded
 // namespaces; none when nothing an owner should hear about changed.
-func TestAnnounce(t *testing.T) {
+func TestRecordStatusEvents(t *testing.T) {
 	conflict := metav1.Condition{Type: appsv1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: "StoppedByConflict", Message: `clashes with "mesh" on spec.containers[0].name`}
 	ready := readyStatus(metav1.ConditionTrue, "Injecting", "valid", 0)
 	for _, tc := range []struct {
@@ -38,7 +38,7 @@ func TestAnnounce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &events.FakeRecorder{Events: make(chan string, 10)}
 			r := &StatusReconciler{Recorder: rec}
-			r.announce(&appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, &tc.old, &tc.now)
+			r.recordStatusEvents(&appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, &tc.old, &tc.now)
 			close(rec.Events)
 			var got []string
 			for e := range rec.Events {

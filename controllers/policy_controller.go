@@ -76,7 +76,8 @@ type PolicyReconciler struct {
 	// Options are the webhook's settings the policies repeat.
 	Options policy.Options
 
-	written writtenObjects
+	// lastWrites is what the reconciler last wrote of each policy and binding.
+	lastWrites lastObjectWrites
 }
 
 // Reconcile renders every set's policy and binding and writes those that are not stored as
@@ -231,20 +232,20 @@ func (r *PolicyReconciler) probe(ctx context.Context, c *policy.Compiled) (bool,
 // stoppedBy says whether the webhook's view has compiled this generation of set (seen), and if
 // it has stopped it for a conflict with an older set, why (nil when it injects).
 func stoppedBy(snap *snapshot.Snapshot, set *appsv1alpha1.SidecarSet) (*policy.Unsupported, bool) {
-	i, found := slices.BinarySearchFunc(snap.Valid, set.Name, func(c *inject.CompiledSet, name string) int {
-		return strings.Compare(c.Name(), name)
+	i, found := slices.BinarySearchFunc(snap.Valid, set.Name, func(valid *inject.CompiledSet, name string) int {
+		return strings.Compare(valid.Name(), name)
 	})
 	if !found {
 		// Not compiled there: an invalid set, which Compile refuses as well, or one not seen yet.
 		_, invalid := snap.Invalid[set.Name]
 		return nil, invalid
 	}
-	if c := snap.Valid[i].Set; c.UID != set.UID || c.Generation != set.Generation {
+	if seen := snap.Valid[i].Set; seen.UID != set.UID || seen.Generation != set.Generation {
 		return nil, false
 	}
-	for _, c := range snap.Conflicts[set.Name] {
-		if c.Stopped {
-			return policy.Stopped(c.With), true
+	for _, conflict := range snap.Conflicts[set.Name] {
+		if conflict.Stopped {
+			return policy.Stopped(conflict.With), true
 		}
 	}
 	return nil, true
@@ -302,26 +303,26 @@ func (r *PolicyReconciler) write(ctx context.Context, set *appsv1alpha1.SidecarS
 	}
 	key := kindOf(want) + "/" + want.GetName()
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if err == nil && r.written.unchanged(key, rendered, have) {
+	if err == nil && r.lastWrites.unchangedSinceWrite(key, rendered, have) {
 		return false, nil
 	}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have); apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, want); err != nil {
 			return false, fmt.Errorf("creating %s %s: %w", kindOf(want), want.GetName(), err)
 		}
-		r.written.note(key, rendered, want)
+		r.lastWrites.recordWrite(key, rendered, want)
 		return true, nil
 	} else if err != nil {
 		return false, fmt.Errorf("reading %s %s: %w", kindOf(want), want.GetName(), err)
 	}
-	if r.written.unchanged(key, rendered, have) {
+	if r.lastWrites.unchangedSinceWrite(key, rendered, have) {
 		return false, nil // the cache is behind our last write
 	}
 	want.SetResourceVersion(have.GetResourceVersion())
 	if err := r.Client.Update(ctx, want); err != nil {
 		return false, fmt.Errorf("updating %s %s: %w", kindOf(want), want.GetName(), err)
 	}
-	r.written.note(key, rendered, want)
+	r.lastWrites.recordWrite(key, rendered, want)
 	// An update that changes nothing stored keeps the resourceVersion: nothing was written.
 	return want.GetResourceVersion() != have.GetResourceVersion(), nil
 }
@@ -336,32 +337,36 @@ func rendering(obj client.Object) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// writtenObjects remembers, by kind and name, the rendering the reconciler last wrote and the
+// lastObjectWrites remembers, by kind and name, the rendering the reconciler last wrote and the
 // resourceVersion the API server stored it at: a stored object at that version is untouched
 // since, whatever defaults the API server added.
-type writtenObjects struct {
+type lastObjectWrites struct {
 	mu sync.Mutex
-	m  map[string]writtenObject
+	m  map[string]objectWrite
 }
 
-type writtenObject struct{ rendering, resourceVersion string }
+type objectWrite struct{ rendering, resourceVersion string }
 
-func (w *writtenObjects) unchanged(key, rendering string, stored client.Object) bool {
+// unchangedSinceWrite reports whether the stored object is the one the reconciler last wrote
+// with this rendering, untouched since.
+func (w *lastObjectWrites) unchangedSinceWrite(key, rendering string, stored client.Object) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m[key] == writtenObject{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
+	return w.m[key] == objectWrite{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
 }
 
-func (w *writtenObjects) note(key, rendering string, stored client.Object) {
+// recordWrite records that the object stored was written with this rendering.
+func (w *lastObjectWrites) recordWrite(key, rendering string, stored client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
-		w.m = map[string]writtenObject{}
+		w.m = map[string]objectWrite{}
 	}
-	w.m[key] = writtenObject{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
+	w.m[key] = objectWrite{rendering: rendering, resourceVersion: stored.GetResourceVersion()}
 }
 
-func (w *writtenObjects) forget(key string) {
+// forgetObject drops a deleted object.
+func (w *lastObjectWrites) forgetObject(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, key)
@@ -394,7 +399,7 @@ func (r *PolicyReconciler) prune(ctx context.Context, keep map[string]bool) erro
 		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %s %s: %w", kindOf(obj), obj.GetName(), err)
 		}
-		r.written.forget(kindOf(obj) + "/" + obj.GetName())
+		r.lastWrites.forgetObject(kindOf(obj) + "/" + obj.GetName())
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.stop(ctx, set.Name)
 	}
 	pods, namespaceLabels := r.Pods.Tally.Selected(c)
-	ro, counts, rollErr := r.roll(ctx, c, pods, namespaceLabels)
+	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels)
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them.
@@ -203,18 +203,18 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 	if r.podEvents == nil {
 		r.podEvents = map[string]podEventCount{}
 	}
-	c := r.podEvents[set]
-	if c.hash != hash {
-		c = podEventCount{hash: hash}
+	count := r.podEvents[set]
+	if count.hash != hash {
+		count = podEventCount{hash: hash}
 	}
-	c.sent++
-	r.podEvents[set] = c
-	return c.sent <= limit, c.sent == limit+1
+	count.sent++
+	r.podEvents[set] = count
+	return count.sent <= limit, count.sent == limit+1
 }
 
-// roll plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
+// rollOneStep plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
 // the rollout stands and the counts it took while it classified the Pods.
-func (r *RolloutReconciler) roll(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
+func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
 	namespaceLabels func(string) map[string]string) (*status.Rollout, status.Counts, error) {
 	strategy := c.Set.Spec.UpdateStrategy
 	canary := labels.Everything()
@@ -306,7 +306,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	case err != nil:
 		return "", "", err
 	case why != "":
-		r.event(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
+		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 		return "", why, nil
 	case u.Current():
 		return u.To, "", nil
@@ -324,7 +324,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 		r.notUpdatable(&pod, c, why)
 		return "", why, err
 	}
-	r.updated(ctx, c, &pod, u)
+	r.reportPodUpdated(ctx, c, &pod, u)
 	return u.To, "", nil
 }
 
@@ -343,13 +343,13 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 			candidates[i] = c
 		}
 	}
-	lookup := func(name string) (*inject.CompiledSet, bool) {
+	setByName := func(name string) (*inject.CompiledSet, bool) {
 		if name == c.Name() {
 			return c, true
 		}
 		return snap.Get(name)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), Known: lookup}, c.Name(), injected)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), SetByName: setByName}, c.Name(), injected)
 	switch {
 	case err != nil:
 		return nil, err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
@@ -400,12 +400,12 @@ func (r *RolloutReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.Oper
 // notUpdatable records on the Pod why the set cannot update it (nothing when why is empty).
 func (r *RolloutReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
 	if why != "" {
-		r.event(pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
+		r.recordEvent(pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 	}
 }
 
-// updated logs and records a Pod's in-place update.
-func (r *RolloutReconciler) updated(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod, u *inject.InPlace) {
+// reportPodUpdated logs and records a Pod's in-place update.
+func (r *RolloutReconciler) reportPodUpdated(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod, u *inject.InPlace) {
 	var changes []string
 	for _, img := range u.Images {
 		changes = append(changes, fmt.Sprintf("%s: %s -> %s", img.Name, img.From, img.To))
@@ -420,9 +420,9 @@ func (r *RolloutReconciler) updated(ctx context.Context, c *inject.CompiledSet, 
 	}
 	switch send, capped := r.podEvent(c.Name(), u.To, limit); {
 	case send:
-		r.event(pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+		r.recordEvent(pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	case capped:
-		r.event(c.Set, corev1.EventTypeNormal, "PodEventsCapped", "Update",
+		r.recordEvent(c.Set, corev1.EventTypeNormal, "PodEventsCapped", "Update",
 			"%d pods got a SidecarUpdated event for hash %s; further pods are updated without one (status.updatedPods counts them)", limit, u.To)
 	}
 }
@@ -472,7 +472,8 @@ func describeResources(r corev1.ResourceRequirements) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *RolloutReconciler) event(obj client.Object, kind, reason, action, format string, args ...any) {
+// recordEvent records an event on obj with the reconciler's recorder (see record).
+func (r *RolloutReconciler) recordEvent(obj client.Object, kind, reason, action, format string, args ...any) {
 	record(r.Recorder, obj, kind, reason, action, format, args...)
 }
 

@@ -68,8 +68,8 @@ type StatusReconciler struct {
 	// pod event. 250ms when zero; negative: no limit. It is measured on the wall clock, not Now.
 	StatusInterval time.Duration
 
-	// written is the status each set was last patched to, to tell our own writes apart.
-	written statusWrites
+	// lastWrites is the status each set was last patched to, to tell our own writes apart.
+	lastWrites lastStatusWrites
 }
 
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
@@ -86,18 +86,18 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pods.Tally.Forget(req.Name)
-			r.written.forget(req.Name)
+			r.lastWrites.forgetSet(req.Name)
 			unexport(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, readErr := r.compute(ctx, &set)
 	export(set.Name, &want)
-	if !r.written.needed(&set, &set.Status, &want) {
+	if !r.lastWrites.mustWrite(&set, &set.Status, &want) {
 		return ctrl.Result{}, readErr
 	}
 	// Writing later writes what is current then: the counts go on changing in the meantime.
-	if wait := r.written.wait(set.Name, time.Now(), r.statusInterval()); wait > 0 {
+	if wait := r.lastWrites.waitBeforeWrite(set.Name, time.Now(), r.statusInterval()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, readErr
 	}
 	// The cached object is shared (the cache does not deep-copy SidecarSets, and the webhook
@@ -109,8 +109,8 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
 		return ctrl.Result{}, errors.Join(fmt.Errorf("patching status: %w", err), readErr)
 	}
-	r.written.note(updated, time.Now())
-	r.announce(updated, &set.Status, &want)
+	r.lastWrites.recordWrite(updated, time.Now())
+	r.recordStatusEvents(updated, &set.Status, &want)
 	return ctrl.Result{}, readErr
 }
 
@@ -181,8 +181,8 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("sidecarset").
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		// Spec changes and others' status writes; our own status writes are recognised and
-		// cause no reconcile (see statusWrites).
-		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.written.notOurs})).
+		// cause no reconcile (see lastStatusWrites).
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.lastWrites.notOwnWrite})).
 		// Pod and Namespace events go through the index; only the sets whose counts they
 		// change (and sets rolling through the pod) are reconciled.
 		WatchesRawSource(r.Pods.Source()).

@@ -139,7 +139,7 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 	if len(candidates) == 0 {
 		return sorted(out)
 	}
-	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, Known: snap.Get})
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get})
 	var refused *inject.RefusedError
 	if err != nil && !errors.As(err, &refused) {
 		refused = &inject.RefusedError{Detail: err.Error()}
@@ -216,7 +216,7 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	if opts.Injected != nil {
 		injected = opts.Injected(c, hash)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: p.Pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, Known: snap.Get}, c.Name(), injected)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: p.Pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get}, c.Name(), injected)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s): %v", hash, c.Hash, err)

@@ -90,7 +90,7 @@ func TestCompile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := sidecarSet("log-agent", corev1.Container{Name: "log-agent", Image: "fluent/fluent-bit:3.2.4"})
+			set := webSet("log-agent", corev1.Container{Name: "log-agent", Image: "fluent/fluent-bit:3.2.4"})
 			tt.mutate(&set.Spec)
 			before := set.DeepCopy()
 			got, err := inject.Compile(set)

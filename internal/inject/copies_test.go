@@ -75,7 +75,7 @@ func TestCopiesKeepFieldsThisBuildDoesNotKnow(t *testing.T) {
 			if err := json.Unmarshal(raw, &pod); err != nil {
 				t.Fatal(err)
 			}
-			set := sidecarSet("agent")
+			set := webSet("agent")
 			sc := tt.sidecar
 			sc.Name, sc.Image = "agent", "agent:1"
 			set.Spec.Containers = []appsv1alpha1.SidecarContainer{sc}
@@ -118,7 +118,7 @@ func TestCopiesKeepFieldsThisBuildDoesNotKnow(t *testing.T) {
 // it lacks is an error, never a silently different copy.
 func TestPatchFromRefusesARawPodThatIsNotTheInput(t *testing.T) {
 	pod := webPod(corev1.Container{Name: "app", Image: "app:1", Env: []corev1.EnvVar{{Name: "A", Value: "a"}}})
-	set := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
+	set := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
 	set.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "A"}}
 	res, err := inject.Apply(inject.Input{Pod: pod, Sets: compile(t, set)})
 	if err != nil {

@@ -24,7 +24,7 @@ func TestEnvDefinitionsComparedAsStored(t *testing.T) {
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: apiVersion, FieldPath: "metadata.name"}}}
 	}
 	build := func(podForm, setForm string) inject.Input {
-		set := sidecarSet("log-agent")
+		set := webSet("log-agent")
 		set.Spec.Containers = []appsv1alpha1.SidecarContainer{{
 			Container:         corev1.Container{Name: "log-agent", Image: "fluent-bit:3", Env: []corev1.EnvVar{podName(setForm)}},
 			ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},

@@ -24,10 +24,10 @@ type Input struct {
 	// NamespaceLabels are the labels of the Pod's namespace. They are read only for sets with
 	// a namespace selector.
 	NamespaceLabels map[string]string
-	// Known looks up any existing SidecarSet by name, matching or not. The Pod's status
-	// annotation is trusted only for what a known set declares (see trustRecords). When nil,
-	// only Sets are known.
-	Known func(name string) (*CompiledSet, bool)
+	// SetByName looks up any existing SidecarSet by name, matching or not. The Pod's status
+	// annotation is trusted only for what a set found this way declares (see trustRecords).
+	// When nil, only Sets are looked up.
+	SetByName func(name string) (*CompiledSet, bool)
 }
 
 // Skip is a SidecarSet that was considered and not injected, and why.
@@ -50,7 +50,7 @@ func Apply(in Input) (*Result, error) {
 		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
 	}
 	res := &Result{pod: pod, Records: Records{}}
-	old, distrusted := trustRecords(old, in.known)
+	old, distrusted := trustRecords(old, in.setByName)
 	b := newBuilder(pod, old)
 	b.warnings = distrusted
 	// Sets take their turns in name order, so every set's entries land in the same place
@@ -78,13 +78,14 @@ func Apply(in Input) (*Result, error) {
 	return res, nil
 }
 
-func (in *Input) known(name string) (*CompiledSet, bool) {
-	if in.Known != nil {
-		return in.Known(name)
+// setByName looks a set up with SetByName, or among Sets when that is nil.
+func (in *Input) setByName(name string) (*CompiledSet, bool) {
+	if in.SetByName != nil {
+		return in.SetByName(name)
 	}
-	for _, c := range in.Sets {
-		if c.Name() == name {
-			return c, true
+	for _, set := range in.Sets {
+		if set.Name() == name {
+			return set, true
 		}
 	}
 	return nil, false
@@ -193,11 +194,11 @@ func (b *builder) keepContainers(set string, names []string, list []corev1.Conta
 }
 
 // inject adds one SidecarSet and returns its record.
-func (b *builder) inject(c *CompiledSet) (Record, error) {
-	spec := &c.Set.Spec
-	rec := Record{Hash: c.Hash}
+func (b *builder) inject(set *CompiledSet) (Record, error) {
+	spec := &set.Set.Spec
+	rec := Record{Hash: set.Hash}
 	for i := range spec.InitContainers {
-		added, err := b.addContainer(c, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers, &rec)
+		added, err := b.addContainer(set, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers, &rec)
 		if err != nil {
 			return Record{}, err
 		}
@@ -206,7 +207,7 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 		}
 	}
 	for i := range spec.Containers {
-		added, err := b.addContainer(c, "spec.containers", i, &spec.Containers[i], &b.containers, &rec)
+		added, err := b.addContainer(set, "spec.containers", i, &spec.Containers[i], &b.containers, &rec)
 		if err != nil {
 			return Record{}, err
 		}
@@ -214,13 +215,13 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 			rec.Containers = append(rec.Containers, spec.Containers[i].Name)
 		}
 	}
-	vols, err := b.addVolumes(c, rec)
+	vols, err := b.addVolumes(set, rec)
 	if err != nil {
 		return Record{}, err
 	}
 	rec.Volumes = vols
 	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
-	if err := b.checkPodResources(c, rec); err != nil {
+	if err := b.checkPodResources(set, rec); err != nil {
 		return Record{}, err
 	}
 	return rec, nil
@@ -228,36 +229,36 @@ func (b *builder) inject(c *CompiledSet) (Record, error) {
 
 // addContainer renders one sidecar container and places it. It reports false when the Pod
 // already has a container of that name that carries the sidecar (nothing to add).
-func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer,
+func (b *builder) addContainer(set *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer,
 	into *placement, rec *Record) (bool, error) {
 	name := sc.Name
 	path := fmt.Sprintf("%s[%d].name", field, i)
 	if other, ok := b.containerOwner[name]; ok {
-		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
+		return false, &RefusedError{SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
 			"SidecarSet %q also injects a container named %q into this pod; a pod's container names must be unique, so rename the container in one of the two SidecarSets or make their selectors disjoint", other, name)}
 	}
 	init := into == &b.initContainers
-	rendered, copies, notShared := b.render(c, sc)
+	rendered, copies, notShared := b.render(set, sc)
 	if existing, list := b.appContainer(name); existing != nil {
 		if (list == "init container") == init && podHasContainer(existing, rendered, init, b.pod.Spec.HostNetwork) {
-			b.containerOwner[name] = c.Name()
+			b.containerOwner[name] = set.Name()
 			return false, nil
 		}
-		return false, &RefusedError{SidecarSet: c.Name(), Field: path, Detail: fmt.Sprintf(
+		return false, &RefusedError{SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
-	if err := b.checkHostNetworkPorts(c, field, i, rendered); err != nil {
+	if err := b.checkHostNetworkPorts(set, field, i, rendered); err != nil {
 		return false, err
 	}
-	if err := b.checkPorts(c, field, i, sc, rendered, init); err != nil {
+	if err := b.checkPorts(set, field, i, sc, rendered, init); err != nil {
 		return false, err
 	}
 	if !init {
-		if err := b.checkHostPorts(c, field, i, rendered); err != nil {
+		if err := b.checkHostPorts(set, field, i, rendered); err != nil {
 			return false, err
 		}
 	}
-	b.containerOwner[name] = c.Name()
+	b.containerOwner[name] = set.Name()
 	if copies != nil {
 		if b.copies == nil {
 			b.copies = map[string]*Copies{}
@@ -268,7 +269,7 @@ func (b *builder) addContainer(c *CompiledSet, field string, i int, sc *appsv1al
 	b.addedContainers = b.addedContainers || !init
 	rec.NotShared = append(rec.NotShared, notShared...)
 	for _, n := range notShared {
-		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", c.Name(), n))
+		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", set.Name(), n))
 	}
 	return true, nil
 }
@@ -298,8 +299,8 @@ func (b *builder) appContainer(name string) (*corev1.Container, string) {
 
 // addVolumes adds the set's volumes that its injected containers mount, and returns the names
 // it added.
-func (b *builder) addVolumes(c *CompiledSet, rec Record) ([]string, error) {
-	spec := &c.Set.Spec
+func (b *builder) addVolumes(set *CompiledSet, rec Record) ([]string, error) {
+	spec := &set.Set.Spec
 	needed := mountedVolumes(spec, rec)
 	var added []string
 	for i := range spec.Volumes {
@@ -308,7 +309,7 @@ func (b *builder) addVolumes(c *CompiledSet, rec Record) ([]string, error) {
 			continue
 		}
 		needed.Delete(v.Name)
-		ok, err := b.addVolume(c, i, v)
+		ok, err := b.addVolume(set, i, v)
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +320,7 @@ func (b *builder) addVolumes(c *CompiledSet, rec Record) ([]string, error) {
 	// What is left must be a volume of the Pod's own (a shared or deliberately mounted one).
 	for _, name := range sets.List(needed) {
 		if b.podVolume(name) == nil {
-			return nil, &RefusedError{SidecarSet: c.Name(), Field: "spec.volumes", Detail: fmt.Sprintf(
+			return nil, &RefusedError{SidecarSet: set.Name(), Field: "spec.volumes", Detail: fmt.Sprintf(
 				"an injected container mounts volume %q, which neither the SidecarSet nor the pod defines; add it to spec.volumes of the SidecarSet", name)}
 		}
 	}
@@ -347,22 +348,22 @@ func mountedVolumes(spec *appsv1alpha1.SidecarSetSpec, rec Record) sets.Set[stri
 	return out
 }
 
-func (b *builder) addVolume(c *CompiledSet, i int, v *corev1.Volume) (bool, error) {
+func (b *builder) addVolume(set *CompiledSet, i int, v *corev1.Volume) (bool, error) {
 	if existing := b.podVolume(v.Name); existing != nil {
 		if sameVolume(existing, v) {
 			return false, nil
 		}
-		return false, &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+		return false, &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
 			"the pod already has a volume named %q with a different definition; rename the volume in the SidecarSet or in the pod", v.Name)}
 	}
 	if other, ok := b.volumeOwner[v.Name]; ok {
 		if prev := b.injectedVolume(v.Name); prev == nil || sameVolume(prev, v) {
 			return false, nil // the same volume, brought by two sets: add it once
 		}
-		return false, &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+		return false, &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
 			"SidecarSet %q also injects a volume named %q into this pod with a different definition; give the two volumes different names or the same definition", other, v.Name)}
 	}
-	b.volumeOwner[v.Name] = c.Name()
+	b.volumeOwner[v.Name] = set.Name()
 	b.volumes = append(b.volumes, *v)
 	return true, nil
 }

@@ -65,7 +65,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "empty podInjectPolicy goes after the app containers",
 			pod:  func() *corev1.Pod { return webPod(app, worker) },
-			sets: func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{sidecarSet("proxy", proxy)} },
+			sets: func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{webSet("proxy", proxy)} },
 			check: func(t *testing.T, _ *inject.Result, pod *corev1.Pod) {
 				wantContainers(t, pod.Spec.Containers, "app", "worker", "proxy")
 			},
@@ -74,9 +74,9 @@ func TestApply(t *testing.T) {
 			name: "before and after from several sets keep set and declaration order",
 			pod:  func() *corev1.Pod { return webPod(app, worker) },
 			sets: func() []*appsv1alpha1.SidecarSet {
-				a := sidecarSet("a", corev1.Container{Name: "a-1", Image: "a:1"}, corev1.Container{Name: "a-2", Image: "a:1"})
+				a := webSet("a", corev1.Container{Name: "a-1", Image: "a:1"}, corev1.Container{Name: "a-2", Image: "a:1"})
 				a.Spec.Containers[0].PodInjectPolicy = appsv1alpha1.BeforeAppContainer
-				b := sidecarSet("b", corev1.Container{Name: "b-1", Image: "b:1"}, corev1.Container{Name: "b-2", Image: "b:1"})
+				b := webSet("b", corev1.Container{Name: "b-1", Image: "b:1"}, corev1.Container{Name: "b-2", Image: "b:1"})
 				b.Spec.Containers[0].PodInjectPolicy = appsv1alpha1.BeforeAppContainer
 				b.Spec.Containers[1].PodInjectPolicy = appsv1alpha1.BeforeAppContainer
 				return []*appsv1alpha1.SidecarSet{a, b}
@@ -96,7 +96,7 @@ func TestApply(t *testing.T) {
 				return p
 			},
 			sets: func() []*appsv1alpha1.SidecarSet {
-				s := sidecarSet("certs")
+				s := webSet("certs")
 				s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "fetch-certs", Image: "c:1"}}}
 				return []*appsv1alpha1.SidecarSet{s}
 			},
@@ -115,7 +115,7 @@ func TestApply(t *testing.T) {
 			sets: func() []*appsv1alpha1.SidecarSet {
 				c := proxy
 				c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}
-				return []*appsv1alpha1.SidecarSet{sidecarSet("proxy", c)}
+				return []*appsv1alpha1.SidecarSet{webSet("proxy", c)}
 			},
 			check: func(t *testing.T, res *inject.Result, pod *corev1.Pod) {
 				if len(pod.Spec.Volumes) != 1 || len(res.Records["proxy"].Volumes) != 0 {
@@ -129,7 +129,7 @@ func TestApply(t *testing.T) {
 			sets: func() []*appsv1alpha1.SidecarSet {
 				c := proxy
 				c.VolumeMounts = []corev1.VolumeMount{{Name: "certs", MountPath: "/certs"}}
-				return []*appsv1alpha1.SidecarSet{sidecarSet("proxy", c)}
+				return []*appsv1alpha1.SidecarSet{webSet("proxy", c)}
 			},
 			wantRefused: &inject.RefusedError{SidecarSet: "proxy", Field: "spec.volumes"},
 		},
@@ -140,7 +140,7 @@ func TestApply(t *testing.T) {
 				p.Spec.InitContainers = []corev1.Container{proxy}
 				return p
 			},
-			sets:        func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{sidecarSet("proxy", proxy)} },
+			sets:        func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{webSet("proxy", proxy)} },
 			wantRefused: &inject.RefusedError{SidecarSet: "proxy", Field: "spec.containers[0].name"},
 		},
 		{
@@ -150,7 +150,7 @@ func TestApply(t *testing.T) {
 				p.Annotations = map[string]string{appsv1alpha1.DefaultContainerAnnotation: "worker"}
 				return p
 			},
-			sets: func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{sidecarSet("proxy", proxy)} },
+			sets: func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{webSet("proxy", proxy)} },
 			check: func(t *testing.T, _ *inject.Result, pod *corev1.Pod) {
 				if got := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; got != "worker" {
 					t.Errorf("default container = %q, want worker (as the pod said)", got)
@@ -161,7 +161,7 @@ func TestApply(t *testing.T) {
 			name: "nothing matches: no annotation at all",
 			pod:  func() *corev1.Pod { return webPod(app) },
 			sets: func() []*appsv1alpha1.SidecarSet {
-				s := sidecarSet("proxy", proxy)
+				s := webSet("proxy", proxy)
 				s.Spec.Selector.MatchLabels["app"] = "api"
 				return []*appsv1alpha1.SidecarSet{s}
 			},
@@ -179,7 +179,7 @@ func TestApply(t *testing.T) {
 				return p
 			},
 			sets: func() []*appsv1alpha1.SidecarSet {
-				s := sidecarSet("proxy", proxy)
+				s := webSet("proxy", proxy)
 				s.Spec.Selector.MatchLabels["app"] = "api"
 				s.Spec.InjectionStrategy.Paused = true
 				return []*appsv1alpha1.SidecarSet{s}
@@ -225,7 +225,7 @@ func TestResultPodIsACopy(t *testing.T) {
 	sidecar := corev1.Container{Name: "proxy", Image: "ghcr.io/example/proxy:1.0",
 		Env:          []corev1.EnvVar{{Name: "MODE", Value: "sidecar"}},
 		VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs"}}}
-	set := sidecarSet("proxy", sidecar)
+	set := webSet("proxy", sidecar)
 	set.Spec.Volumes = []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	in := inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "web:1"}), Sets: compile(t, set)}
 	before := snapshotInput(in)
@@ -261,7 +261,7 @@ func wantContainers(t *testing.T, list []corev1.Container, names ...string) {
 // are and nothing is patched. A changed sidecar is removed and injected again by its
 // podInjectPolicy, after every other container.
 func TestReinvocationAfterAnotherWebhook(t *testing.T) {
-	set := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
+	set := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
 		VolumeMounts: []corev1.VolumeMount{{Name: "agent-config", MountPath: "/etc/agent"}}})
 	set.Spec.Volumes = []corev1.Volume{{Name: "agent-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	first, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, set)})

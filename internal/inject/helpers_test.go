@@ -9,12 +9,12 @@ import (
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/diff"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // mustJSON marshals v; the objects here are plain API structs, so a failure is a test bug.
@@ -160,30 +160,17 @@ func compile(t testing.TB, sets ...*appsv1alpha1.SidecarSet) []*inject.CompiledS
 	return injecttest.Compile(t, sets...)
 }
 
-// sidecarSet builds a SidecarSet selecting app=web with the given containers.
-func sidecarSet(name string, containers ...corev1.Container) *appsv1alpha1.SidecarSet {
-	s := &appsv1alpha1.SidecarSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "SidecarSet"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		},
-	}
-	for _, c := range containers {
-		s.Spec.Containers = append(s.Spec.Containers, appsv1alpha1.SidecarContainer{Container: c})
-	}
-	return s
+// webSet builds a SidecarSet that selects webPod (app=web), with the given containers as its
+// sidecars; apiVersion and kind are set, as in a manifest.
+func webSet(name string, containers ...corev1.Container) *appsv1alpha1.SidecarSet {
+	return builders.SidecarSet(name, builders.Typed(), builders.Selecting("web"), builders.WithContainers(containers...))
 }
 
-// webPod builds an opted-in app=web Pod with the given containers.
+// webPod builds an opted-in app=web Pod, web-0 in namespace shop, with the given containers;
+// apiVersion and kind are set, as in an admission request.
 func webPod(containers ...corev1.Container) *corev1.Pod {
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "shop", Labels: map[string]string{
-			appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, "app": "web",
-		}},
-		Spec: corev1.PodSpec{Containers: containers},
-	}
+	return builders.Pod("shop", "web-0", builders.Typed(), builders.OptedIn(), builders.WithLabels(map[string]string{"app": "web"}),
+		builders.WithContainers(containers...))
 }
 
 func containerNames(list []corev1.Container) []string {

@@ -69,7 +69,7 @@ func TestMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := sidecarSet("log-agent", corev1.Container{Name: "log-agent", Image: "fluent/fluent-bit:3.2.4"})
+			set := webSet("log-agent", corev1.Container{Name: "log-agent", Image: "fluent/fluent-bit:3.2.4"})
 			set.Spec.NamespaceSelector = tt.namespaceSelector
 			set.Spec.InjectionStrategy.Paused = tt.paused
 			c := compile(t, set)[0]
@@ -103,7 +103,7 @@ func TestMirrorPod(t *testing.T) {
 
 func TestCandidatesAndNeedNamespace(t *testing.T) {
 	withSelector := func(name, app string, nsSel *metav1.LabelSelector) *appsv1alpha1.SidecarSet {
-		s := sidecarSet(name, corev1.Container{Name: name, Image: "x:1"})
+		s := webSet(name, corev1.Container{Name: name, Image: "x:1"})
 		s.Spec.Selector.MatchLabels["app"] = app
 		s.Spec.NamespaceSelector = nsSel
 		return s

@@ -20,7 +20,7 @@ import (
 // second one cannot be scheduled there, or, were the port dropped, its sidecar could not bind.
 // A port that declares its hostPort says the sidecar is meant to bind the node's port, and is
 // injected (one such pod per node, as for any host port).
-func (b *builder) checkHostNetworkPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
+func (b *builder) checkHostNetworkPorts(set *CompiledSet, field string, i int, sidecar *corev1.Container) error {
 	if !b.pod.Spec.HostNetwork {
 		return nil
 	}
@@ -29,7 +29,7 @@ func (b *builder) checkHostNetworkPorts(c *CompiledSet, field string, i int, sid
 		if p.HostPort != 0 {
 			continue
 		}
-		return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+		return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
 			"the pod uses the host's network, where Kubernetes makes container port %d/%s the node's port %d too, so every pod this SidecarSet injects on a node would claim it: set hostPort: %d on the sidecar's port if it is meant to bind the node's port (one such pod per node), or keep host-network pods out of the SidecarSet's selector",
 			p.ContainerPort, protocol(p), p.ContainerPort, p.ContainerPort)}
 	}
@@ -44,7 +44,7 @@ func (b *builder) checkHostNetworkPorts(c *CompiledSet, field string, i int, sid
 // other lookups by name would reach the sidecar instead of the app) and warned of otherwise.
 // The API server gives no error for either.
 // Plain init containers run alone, before the others, and are not compared.
-func (b *builder) checkPorts(c *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer, sidecar *corev1.Container, init bool) error {
+func (b *builder) checkPorts(set *CompiledSet, field string, i int, sc *appsv1alpha1.SidecarContainer, sidecar *corev1.Container, init bool) error {
 	if len(sidecar.Ports) == 0 || !runsAlongside(sidecar, init) {
 		return nil // the common case: nothing to compare
 	}
@@ -54,8 +54,8 @@ func (b *builder) checkPorts(c *CompiledSet, field string, i int, sc *appsv1alph
 		p := &sidecar.Ports[pi]
 		path := fmt.Sprintf("%s[%d].ports[%d]", field, i, pi)
 		for _, r := range running {
-			if slices.ContainsFunc(r.c.Ports, func(q corev1.ContainerPort) bool { return samePort(&q, p) }) {
-				return &RefusedError{SidecarSet: c.Name(), Field: path + ".containerPort", Detail: fmt.Sprintf(
+			if slices.ContainsFunc(r.container.Ports, func(q corev1.ContainerPort) bool { return samePort(&q, p) }) {
+				return &RefusedError{SidecarSet: set.Name(), Field: path + ".containerPort", Detail: fmt.Sprintf(
 					"%s already declares container port %d/%s; the containers of a pod share one network, so only one of them can listen on it: change the sidecar's containerPort, or keep such pods out of the SidecarSet's selector",
 					r.who, p.ContainerPort, protocol(p))}
 			}
@@ -64,17 +64,17 @@ func (b *builder) checkPorts(c *CompiledSet, field string, i int, sc *appsv1alph
 			continue
 		}
 		for _, r := range running {
-			if !r.app || !slices.ContainsFunc(r.c.Ports, func(q corev1.ContainerPort) bool { return q.Name == p.Name }) {
+			if !r.app || !slices.ContainsFunc(r.container.Ports, func(q corev1.ContainerPort) bool { return q.Name == p.Name }) {
 				continue
 			}
 			if why, first := sidecarComesFirst(init, before, r.init); first {
-				return &RefusedError{SidecarSet: c.Name(), Field: path + ".name", Detail: fmt.Sprintf(
+				return &RefusedError{SidecarSet: set.Name(), Field: path + ".name", Detail: fmt.Sprintf(
 					"%s already declares a port named %q and the sidecar comes before it (%s), so lookups of the port by name would reach the sidecar instead of the app: rename the sidecar's port",
 					r.who, p.Name, why)}
 			}
 			b.warnings = append(b.warnings, fmt.Sprintf(
 				"SidecarSet %q container %q: port name %q is also the name of a port of %s, which comes first and keeps it for lookups by name; rename the sidecar's port to tell them apart",
-				c.Name(), sidecar.Name, p.Name, r.who))
+				set.Name(), sidecar.Name, p.Name, r.who))
 		}
 	}
 	return nil
@@ -83,21 +83,21 @@ func (b *builder) checkPorts(c *CompiledSet, field string, i int, sc *appsv1alph
 // runningContainer is a container that runs alongside the app: a regular one or a native
 // sidecar (an init container that restarts), the pod's own or injected in this admission.
 type runningContainer struct {
-	c    *corev1.Container
-	who  string
-	app  bool // the pod's own, not a sidecar
-	init bool // a native sidecar
+	container *corev1.Container
+	who       string
+	app       bool // the pod's own, not a sidecar
+	init      bool // a native sidecar
 }
 
 func (b *builder) runningContainers() []runningContainer {
 	var out []runningContainer
 	for i := range b.pod.Spec.InitContainers {
 		if c := &b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) && runsAlongside(c, true) {
-			out = append(out, runningContainer{c: c, who: fmt.Sprintf("the pod's init container %q", c.Name), app: true, init: true})
+			out = append(out, runningContainer{container: c, who: fmt.Sprintf("the pod's init container %q", c.Name), app: true, init: true})
 		}
 	}
 	for _, app := range b.appContainers {
-		out = append(out, runningContainer{c: app, who: fmt.Sprintf("the pod's container %q", app.Name), app: true})
+		out = append(out, runningContainer{container: app, who: fmt.Sprintf("the pod's container %q", app.Name), app: true})
 	}
 	for _, l := range []struct {
 		lists [][]corev1.Container
@@ -106,7 +106,7 @@ func (b *builder) runningContainers() []runningContainer {
 		for _, list := range l.lists {
 			for i := range list {
 				if c := &list[i]; runsAlongside(c, l.init) {
-					out = append(out, runningContainer{c: c, who: fmt.Sprintf("container %q of SidecarSet %q", c.Name, b.containerOwner[c.Name]), init: l.init})
+					out = append(out, runningContainer{container: c, who: fmt.Sprintf("container %q of SidecarSet %q", c.Name, b.containerOwner[c.Name]), init: l.init})
 				}
 			}
 		}
@@ -154,7 +154,7 @@ func protocol(p *corev1.ContainerPort) corev1.Protocol {
 // checkHostPorts refuses a sidecar whose host port another container in spec.containers
 // already binds (the API server refuses such a Pod with a bare duplicate-value error; init
 // containers run one at a time and are checked alone).
-func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *corev1.Container) error {
+func (b *builder) checkHostPorts(set *CompiledSet, field string, i int, sidecar *corev1.Container) error {
 	if len(sidecar.Ports) == 0 {
 		return nil // the common case: nothing to default, nothing to compare
 	}
@@ -169,7 +169,7 @@ func (b *builder) checkHostPorts(c *CompiledSet, field string, i int, sidecar *c
 		}
 		key := podrules.HostPortKey(p)
 		if holder, ok := holders[key]; ok {
-			return &RefusedError{SidecarSet: c.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+			return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
 				"%s already binds host port %s; a host port can be bound once per pod, so change or remove the sidecar's hostPort or the other one", holder, key)}
 		}
 	}

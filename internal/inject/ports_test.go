@@ -76,11 +76,11 @@ func TestPortsOfContainersRunningTogether(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := sidecarSet("agent")
+			set := webSet("agent")
 			set.Spec.Containers, set.Spec.InitContainers = tt.containers, tt.inits
 			sets := []*appsv1alpha1.SidecarSet{set}
 			if tt.other != nil {
-				sets = append(sets, sidecarSet("b-other", *tt.other))
+				sets = append(sets, webSet("b-other", *tt.other))
 			}
 			in := inject.Input{Pod: tt.pod, Sets: compile(t, sets...)}
 			res, err := inject.Apply(in)
@@ -124,7 +124,7 @@ func TestPortsOnTheHostNetwork(t *testing.T) {
 	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100}
 	declared := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, HostPort: 9100}
 	agent := func(init, native bool, p corev1.ContainerPort) *appsv1alpha1.SidecarSet {
-		set := sidecarSet("agent")
+		set := webSet("agent")
 		sc := appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "agent", Image: "agent:1", Ports: []corev1.ContainerPort{p}}}
 		if native {
 			sc.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)

@@ -272,7 +272,7 @@ func (r Records) Names() []string {
 // a SidecarSet that exists, and names that set declares in the same list. Whatever else it
 // lists is never stripped or replaced: it stays in the Pod as the Pod's own, and the entry
 // leaves the record.
-func trustRecords(recs Records, known func(string) (*CompiledSet, bool)) (Records, []string) {
+func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Records, []string) {
 	if len(recs) == 0 {
 		return recs, nil
 	}
@@ -280,7 +280,7 @@ func trustRecords(recs Records, known func(string) (*CompiledSet, bool)) (Record
 	var warnings []string
 	for _, name := range recs.Names() {
 		rec := recs[name]
-		set, ok := known(name)
+		set, ok := setByName(name)
 		if !ok {
 			warnings = append(warnings, fmt.Sprintf("annotation %s names SidecarSet %q, which does not exist; "+
 				"what it lists is kept as the pod's own", appsv1alpha1.StatusAnnotation, name))

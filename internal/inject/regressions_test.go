@@ -22,7 +22,7 @@ import (
 func TestRegression_PatchAddsAnnotationUnderMissingParent(t *testing.T) {
 	pod := webPod(corev1.Container{Name: "app", Image: "web:1"})
 	pod.Annotations = map[string]string{}
-	in := inject.Input{Pod: pod, Sets: compile(t, sidecarSet("proxy", corev1.Container{Name: "proxy", Image: "proxy:1"}))}
+	in := inject.Input{Pod: pod, Sets: compile(t, webSet("proxy", corev1.Container{Name: "proxy", Image: "proxy:1"}))}
 	res, err := inject.Apply(in)
 	if err != nil {
 		t.Fatalf("Apply() error = %v", err)
@@ -60,7 +60,7 @@ func TestRegression_PausingASetReordersInjectedContainers(t *testing.T) {
 				var out []*appsv1alpha1.SidecarSet
 				for _, name := range []string{"a-proxy", "b-metrics"} {
 					sc := appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: name, Image: name + ":1"}, PodInjectPolicy: tt.policy}
-					s := sidecarSet(name)
+					s := webSet(name)
 					if tt.init {
 						sc.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 						s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{sc}
@@ -277,7 +277,7 @@ func TestRegression_ReinvocationAfterAPIServerDefaulting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := sidecarSet("proxy", *tt.sidecar.DeepCopy())
+			set := webSet("proxy", *tt.sidecar.DeepCopy())
 			if tt.volume != nil {
 				set.Spec.Volumes = []corev1.Volume{*tt.volume.DeepCopy()}
 			}

@@ -17,7 +17,7 @@ import (
 // sidecar. copies says which of its entries come from the app containers (nil when none
 // does), notShared which app mounts were left out and why (the record keeps it). The declared
 // container is shared, not copied, when nothing is added to it.
-func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, copies *Copies, notShared []string) {
+func (b *builder) render(set *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, copies *Copies, notShared []string) {
 	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
 	if !share && len(sc.TransferEnv) == 0 {
 		return &sc.Container, nil, nil
@@ -26,7 +26,7 @@ func (b *builder) render(c *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out
 	r.Env = append([]corev1.EnvVar(nil), sc.Env...)
 	copies = &Copies{}
 	for _, t := range sc.TransferEnv {
-		b.transferEnv(c, &r, copies, t)
+		b.transferEnv(set, &r, copies, t)
 	}
 	if share {
 		r.VolumeMounts, notShared = b.sharedMounts(&r, copies)
@@ -56,10 +56,10 @@ func (b *builder) appendEnv(sidecar *corev1.Container, copies *Copies, app *core
 // a source (valueFrom) bring those definitions along, and a resourceFieldRef without a
 // containerName is pinned to the app container. When that cannot be done faithfully (the
 // sidecar defines a referenced var differently) nothing is transferred and a warning says why.
-func (b *builder) transferEnv(c *CompiledSet, sidecar *corev1.Container, copies *Copies, t appsv1alpha1.TransferEnvVar) {
+func (b *builder) transferEnv(set *CompiledSet, sidecar *corev1.Container, copies *Copies, t appsv1alpha1.TransferEnvVar) {
 	warn := func(format string, args ...any) {
 		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q container %q: transferEnv of %q from container %q: ",
-			c.Name(), sidecar.Name, t.EnvName, t.SourceContainerName)+fmt.Sprintf(format, args...))
+			set.Name(), sidecar.Name, t.EnvName, t.SourceContainerName)+fmt.Sprintf(format, args...))
 	}
 	app := b.appContainerNamed(t.SourceContainerName)
 	if app == nil {

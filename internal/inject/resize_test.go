@@ -20,7 +20,7 @@ func TestResizeRefusal(t *testing.T) {
 		return corev1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
 	}
 	base := func() *appsv1alpha1.SidecarSet {
-		s := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1", Resources: guaranteed("100m", "64Mi")})
+		s := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1", Resources: guaranteed("100m", "64Mi")})
 		s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{
 			{Container: corev1.Container{Name: "setup", Image: "setup:1", Resources: guaranteed("100m", "64Mi")}},
 			{Container: corev1.Container{Name: "proxy", Image: "proxy:1", Resources: guaranteed("100m", "64Mi"),

@@ -17,8 +17,8 @@ import (
 // a message that names neither the sidecar nor the set. The pod's budget is the user's to set,
 // so it is never raised behind their back. A pod over its budget without the sidecars is left
 // to the API server, whose message is then about the pod's own containers.
-func (b *builder) checkPodResources(c *CompiledSet, rec Record) error {
-	if b.pod.Spec.Resources == nil || !c.DeclaresResources || len(rec.Containers)+len(rec.InitContainers) == 0 {
+func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
+	if b.pod.Spec.Resources == nil || !set.DeclaresResources || len(rec.Containers)+len(rec.InitContainers) == 0 {
 		return nil // the common case: nothing to add up
 	}
 	if b.ownResourcesFit == nil {
@@ -35,14 +35,14 @@ func (b *builder) checkPodResources(c *CompiledSet, rec Record) error {
 	// Report the first error that names a resource the set's sidecars declare: the field to fix.
 	field, cause := "", errs[0]
 	for _, e := range errs {
-		if f, specific := resourceField(c, rec, e.Field); field == "" || specific {
+		if f, specific := resourceField(set, rec, e.Field); field == "" || specific {
 			field, cause = f, e
 			if specific {
 				break
 			}
 		}
 	}
-	return &RefusedError{SidecarSet: c.Name(), Field: field, Detail: fmt.Sprintf(
+	return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits",
 		cause.Error())}
 }
@@ -69,7 +69,7 @@ func (b *builder) resourcesSoFar(withSidecars bool) *corev1.Pod {
 // resourceField is the field of the set that a pod-level resources error (at podField, such as
 // spec.resources.requests[cpu]) comes from: the first injected sidecar that requests (or
 // limits) that resource, once defaulted (specific); or the first injected sidecar's resources.
-func resourceField(c *CompiledSet, rec Record, podField string) (field string, specific bool) {
+func resourceField(set *CompiledSet, rec Record, podField string) (field string, specific bool) {
 	name, kind := "", "requests"
 	for rest := podField; ; {
 		open := strings.IndexByte(rest, '[')
@@ -91,7 +91,7 @@ func resourceField(c *CompiledSet, rec Record, podField string) (field string, s
 		field string
 		list  []appsv1alpha1.SidecarContainer
 		init  bool
-	}{{"spec.initContainers", c.Set.Spec.InitContainers, true}, {"spec.containers", c.Set.Spec.Containers, false}} {
+	}{{"spec.initContainers", set.Set.Spec.InitContainers, true}, {"spec.containers", set.Set.Spec.Containers, false}} {
 		for i := range l.list {
 			if !injected.Has(l.list[i].Name) {
 				continue

@@ -80,7 +80,7 @@ func TestPodLevelResources(t *testing.T) {
 				if !ok {
 					continue
 				}
-				set := sidecarSet(strings.TrimPrefix(key, "i:"))
+				set := webSet(strings.TrimPrefix(key, "i:"))
 				if strings.HasPrefix(key, "i:") {
 					set.Spec.InitContainers = containers
 				} else {

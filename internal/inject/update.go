@@ -78,8 +78,8 @@ func (u *InPlace) Current() bool { return u.From == u.To }
 // Pod records), or nil when that is not known. With it, a sidecar that someone changed since
 // injection (kubectl set image, an edit) is reported in Blocked and left alone.
 func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error) {
-	c, ok := in.known(set)
-	if !ok || !slices.Contains(in.Sets, c) {
+	current, ok := in.setByName(set)
+	if !ok || !slices.Contains(in.Sets, current) {
 		return nil, fmt.Errorf("SidecarSet %q is not among the sets that may apply to the pod", set)
 	}
 	records, err := ParseRecords(in.Pod.Annotations)
@@ -90,11 +90,11 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	if !ok {
 		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
 	}
-	u := &InPlace{SidecarSet: set, From: rec.Hash, To: c.Hash, pod: in.Pod}
+	u := &InPlace{SidecarSet: set, From: rec.Hash, To: current.Hash, pod: in.Pod}
 	if u.Current() {
 		return u, nil
 	}
-	if reason := c.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
+	if reason := current.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
 		u.Blocked = append(u.Blocked, fmt.Sprintf("the SidecarSet no longer injects into this pod (%s)", reason))
 		return u, nil
 	}
@@ -112,8 +112,8 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		pod      []corev1.Container
 		declared []appsv1alpha1.SidecarContainer
 	}{
-		{true, rec.InitContainers, target.Spec.InitContainers, c.Set.Spec.InitContainers},
-		{false, rec.Containers, target.Spec.Containers, c.Set.Spec.Containers},
+		{true, rec.InitContainers, target.Spec.InitContainers, current.Set.Spec.InitContainers},
+		{false, rec.Containers, target.Spec.Containers, current.Set.Spec.Containers},
 	} {
 		for i := range l.pod {
 			if !slices.Contains(l.names, l.pod[i].Name) {
@@ -135,12 +135,12 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 			}
 		}
 	}
-	rec.Hash = c.Hash
+	rec.Hash = current.Hash
 	records[set] = rec
 	target.Annotations[appsv1alpha1.StatusAnnotation] = records.Encode()
 	u.records = records
 
-	res, err := Apply(Input{Pod: target, Sets: in.Sets, NamespaceLabels: in.NamespaceLabels, Known: in.Known})
+	res, err := Apply(Input{Pod: target, Sets: in.Sets, NamespaceLabels: in.NamespaceLabels, SetByName: in.SetByName})
 	if err != nil {
 		u.Blocked = append(u.Blocked, err.Error())
 		return u, nil
@@ -203,13 +203,13 @@ func edits(in Input, injected *CompiledSet) []string {
 			sets[i] = injected
 		}
 	}
-	known := func(name string) (*CompiledSet, bool) {
+	setByName := func(name string) (*CompiledSet, bool) {
 		if name == injected.Name() {
 			return injected, true
 		}
-		return in.known(name)
+		return in.setByName(name)
 	}
-	res, err := Apply(Input{Pod: in.Pod, Sets: sets, NamespaceLabels: in.NamespaceLabels, Known: known})
+	res, err := Apply(Input{Pod: in.Pod, Sets: sets, NamespaceLabels: in.NamespaceLabels, SetByName: setByName})
 	if err != nil {
 		return []string{err.Error()}
 	}

@@ -19,7 +19,7 @@ import (
 func TestUpdateInPlace(t *testing.T) {
 	tokenMount := corev1.VolumeMount{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}
 	base := func() *appsv1alpha1.SidecarSet {
-		s := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
+		s := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1",
 			VolumeMounts: []corev1.VolumeMount{{Name: "agent-config", MountPath: "/etc/agent"}}})
 		s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "proxy:1",
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}}
@@ -153,8 +153,8 @@ func TestUpdateInPlace(t *testing.T) {
 // TestUpdateInPlaceLeavesOtherSetsAlone: another set's outdated sidecar neither blocks the update
 // nor is touched by it.
 func TestUpdateInPlaceLeavesOtherSetsAlone(t *testing.T) {
-	a := sidecarSet("a", corev1.Container{Name: "a", Image: "a:1"})
-	b := sidecarSet("b", corev1.Container{Name: "b", Image: "b:1"})
+	a := webSet("a", corev1.Container{Name: "a", Image: "a:1"})
+	b := webSet("b", corev1.Container{Name: "b", Image: "b:1"})
 	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, a, b)})
 	if err != nil {
 		t.Fatal(err)
@@ -197,13 +197,13 @@ func containerImage(pod *corev1.Pod, name string) string {
 // sidecar someone changed since (kubectl set image) is reported and not updated; an untouched
 // one is.
 func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
-	old := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
+	old := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
 	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, old)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	injected := compile(t, old)[0]
-	current := sidecarSet("agent", corev1.Container{Name: "agent", Image: "agent:2"})
+	current := webSet("agent", corev1.Container{Name: "agent", Image: "agent:2"})
 	for _, tt := range []struct {
 		name        string
 		edit        func(*corev1.Pod)

@@ -15,25 +15,21 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // plainSet is a SidecarSet a policy injects by itself: one sidecar, one volume it mounts, one
 // pull secret. Tests change a copy of it.
 func plainSet(name string) *appsv1alpha1.SidecarSet {
-	return &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
-				Name:         name,
-				Image:        "example.com/" + name + ":1",
-				Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9102}},
-				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/" + name}},
-			}}},
-			Volumes:          []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
-		},
-	}
+	return builders.SidecarSet(name, builders.Selecting(name),
+		builders.WithContainers(corev1.Container{
+			Name:         name,
+			Image:        "example.com/" + name + ":1",
+			Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9102}},
+			VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/" + name}},
+		}),
+		builders.WithVolumes(corev1.Volume{Name: name + "-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
+		builders.WithPullSecrets("regcred"))
 }
 
 var testOptions = policy.Options{OperatorNamespace: "sidecarset-system"}

@@ -15,22 +15,18 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
-// sidecarSet returns a valid SidecarSet at a resourceVersion, injecting image.
-func sidecarSet(name, rv, image string) *appsv1alpha1.SidecarSet {
-	return &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name, Image: image}}},
-		},
-	}
+// validSet returns a valid SidecarSet at resourceVersion rv, selecting app=demo, with one
+// sidecar named after the set that runs image.
+func validSet(name, rv, image string) *appsv1alpha1.SidecarSet {
+	return builders.SidecarSet(name, builders.ResourceVersion(rv), builders.Selecting("demo"), builders.WithImage(image))
 }
 
 // invalidSet returns a SidecarSet whose selector cannot be compiled.
 func invalidSet(name, rv string) *appsv1alpha1.SidecarSet {
-	s := sidecarSet(name, rv, "img:1")
+	s := validSet(name, rv, "img:1")
 	s.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "app", Operator: "Near", Values: []string{"demo"}}}}
 	return s
@@ -62,23 +58,23 @@ func TestStoreSortedUpsertDelete(t *testing.T) {
 		{name: "empty", ops: func(*Store) {}, want: []string{}},
 		{name: "inserted out of order", ops: func(s *Store) {
 			for _, n := range []string{"mesh-proxy", "a-first", "log-agent", "z-last", "log-agent-2"} {
-				s.Upsert(sidecarSet(n, "1", "img:1"))
+				s.Upsert(validSet(n, "1", "img:1"))
 			}
 		}, want: []string{"a-first", "log-agent", "log-agent-2", "mesh-proxy", "z-last"}},
 		{name: "deleted from the middle", ops: func(s *Store) {
 			for _, n := range []string{"c", "a", "b"} {
-				s.Upsert(sidecarSet(n, "1", "img:1"))
+				s.Upsert(validSet(n, "1", "img:1"))
 			}
 			s.Delete("b")
 		}, want: []string{"a", "c"}},
 		{name: "deleting an unknown name", ops: func(s *Store) {
-			s.Upsert(sidecarSet("a", "1", "img:1"))
+			s.Upsert(validSet("a", "1", "img:1"))
 			s.Delete("nope")
 		}, want: []string{"a"}},
 		{name: "updated keeps one entry", ops: func(s *Store) {
-			s.Upsert(sidecarSet("b", "1", "img:1"))
-			s.Upsert(sidecarSet("a", "1", "img:1"))
-			s.Upsert(sidecarSet("b", "2", "img:2"))
+			s.Upsert(validSet("b", "1", "img:1"))
+			s.Upsert(validSet("a", "1", "img:1"))
+			s.Upsert(validSet("b", "2", "img:2"))
 		}, want: []string{"a", "b"}},
 	}
 	for _, tt := range tests {
@@ -103,7 +99,7 @@ func TestSnapshotGet(t *testing.T) {
 		t.Errorf("Get on the empty snapshot found something")
 	}
 	for _, n := range []string{"b", "d", "f"} {
-		s.Upsert(sidecarSet(n, "1", "img-"+n))
+		s.Upsert(validSet(n, "1", "img-"+n))
 	}
 	snap := s.Load()
 	for _, tt := range []struct {
@@ -119,8 +115,8 @@ func TestSnapshotGet(t *testing.T) {
 
 func TestStoreInvalid(t *testing.T) {
 	s := NewStore()
-	s.Upsert(sidecarSet("a", "1", "img:1"))
-	s.Upsert(sidecarSet("log-agent", "1", "img:1"))
+	s.Upsert(validSet("a", "1", "img:1"))
+	s.Upsert(validSet("log-agent", "1", "img:1"))
 
 	// An update that cannot be compiled takes the set out of injection.
 	s.Upsert(invalidSet("log-agent", "2"))
@@ -137,11 +133,11 @@ func TestStoreInvalid(t *testing.T) {
 	}
 
 	// Other ways of being invalid.
-	noSelector := sidecarSet("no-selector", "1", "img:1")
+	noSelector := validSet("no-selector", "1", "img:1")
 	noSelector.Spec.Selector = nil
-	emptySelector := sidecarSet("empty-selector", "1", "img:1")
+	emptySelector := validSet("empty-selector", "1", "img:1")
 	emptySelector.Spec.Selector = &metav1.LabelSelector{}
-	badNamespaceSelector := sidecarSet("bad-ns", "1", "img:1")
+	badNamespaceSelector := validSet("bad-ns", "1", "img:1")
 	badNamespaceSelector.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "team", Operator: metav1.LabelSelectorOpExists, Values: []string{"x"}}}}
 	for _, set := range []*appsv1alpha1.SidecarSet{noSelector, emptySelector, badNamespaceSelector} {
@@ -152,7 +148,7 @@ func TestStoreInvalid(t *testing.T) {
 	}
 
 	// Fixed: back in Sets, gone from Invalid.
-	s.Upsert(sidecarSet("log-agent", "3", "img:3"))
+	s.Upsert(validSet("log-agent", "3", "img:3"))
 	if got := names(s.Load()); !slices.Equal(got, []string{"a", "log-agent"}) {
 		t.Errorf("after the fix, Sets = %v", got)
 	}
@@ -169,12 +165,12 @@ func TestStoreInvalid(t *testing.T) {
 
 func TestStoreResourceVersion(t *testing.T) {
 	s := NewStore()
-	s.Upsert(sidecarSet("a", "5", "img:1"))
+	s.Upsert(validSet("a", "5", "img:1"))
 	before := s.Load()
 	compiled, _ := before.Get("a")
 
 	// The informer's resync delivers the same object again: nothing is recompiled or published.
-	s.Upsert(sidecarSet("a", "5", "img:ignored"))
+	s.Upsert(validSet("a", "5", "img:ignored"))
 	if s.Load() != before {
 		t.Errorf("upserting the same resourceVersion published a new snapshot")
 	}
@@ -182,7 +178,7 @@ func TestStoreResourceVersion(t *testing.T) {
 		t.Errorf("upserting the same resourceVersion recompiled the set")
 	}
 
-	s.Upsert(sidecarSet("a", "6", "img:2"))
+	s.Upsert(validSet("a", "6", "img:2"))
 	if s.Load() == before {
 		t.Fatalf("a new resourceVersion published nothing")
 	}
@@ -191,8 +187,8 @@ func TestStoreResourceVersion(t *testing.T) {
 	}
 
 	// Objects without a resourceVersion (built in tests or by hand) always replace.
-	s.Upsert(sidecarSet("b", "", "img:1"))
-	s.Upsert(sidecarSet("b", "", "img:2"))
+	s.Upsert(validSet("b", "", "img:1"))
+	s.Upsert(validSet("b", "", "img:2"))
 	if c, _ := s.Load().Get("b"); c.Set.Spec.Containers[0].Image != "img:2" {
 		t.Errorf("an upsert without resourceVersion was dropped: image %s", c.Set.Spec.Containers[0].Image)
 	}
@@ -200,16 +196,16 @@ func TestStoreResourceVersion(t *testing.T) {
 
 func TestSnapshotsAreImmutable(t *testing.T) {
 	s := NewStore()
-	s.Upsert(sidecarSet("b", "1", "img:1"))
-	s.Upsert(sidecarSet("d", "1", "img:1"))
+	s.Upsert(validSet("b", "1", "img:1"))
+	s.Upsert(validSet("d", "1", "img:1"))
 	s.Upsert(invalidSet("x", "1"))
 	old := s.Load()
 	oldSets := slices.Clone(old.Sets)
 	oldB, _ := old.Get("b")
 
-	s.Upsert(sidecarSet("a", "1", "img:1"))
-	s.Upsert(sidecarSet("c", "1", "img:1"))
-	s.Upsert(sidecarSet("b", "2", "img:2"))
+	s.Upsert(validSet("a", "1", "img:1"))
+	s.Upsert(validSet("c", "1", "img:1"))
+	s.Upsert(validSet("b", "2", "img:2"))
 	s.Upsert(invalidSet("y", "1"))
 	s.Delete("d")
 	s.Delete("x")
@@ -255,30 +251,30 @@ func TestEventHandler(t *testing.T) {
 	s := NewStore()
 	h := s.EventHandler()
 
-	h.OnAdd(sidecarSet("b", "1", "img:1"), true)
-	h.OnAdd(sidecarSet("a", "1", "img:1"), false)
+	h.OnAdd(validSet("b", "1", "img:1"), true)
+	h.OnAdd(validSet("a", "1", "img:1"), false)
 	h.OnAdd(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, false) // not a SidecarSet: ignored
 	if got := names(s.Load()); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("after adds, Sets = %v", got)
 	}
 
-	h.OnUpdate(sidecarSet("a", "1", "img:1"), sidecarSet("a", "2", "img:2"))
+	h.OnUpdate(validSet("a", "1", "img:1"), validSet("a", "2", "img:2"))
 	if c, _ := s.Load().Get("a"); c.Set.Spec.Containers[0].Image != "img:2" {
 		t.Errorf("update not applied: image %s", c.Set.Spec.Containers[0].Image)
 	}
-	h.OnUpdate(sidecarSet("b", "1", "img:1"), invalidSet("b", "2"))
+	h.OnUpdate(validSet("b", "1", "img:1"), invalidSet("b", "2"))
 	if _, ok := s.Load().Invalid["b"]; !ok {
 		t.Errorf("an update to an invalid spec is not listed as invalid")
 	}
 
-	h.OnDelete(sidecarSet("a", "2", "img:2"))
+	h.OnDelete(validSet("a", "2", "img:2"))
 	if _, ok := s.Load().Get("a"); ok {
 		t.Errorf("delete not applied")
 	}
 
 	// A delete missed while the watch was down arrives as a tombstone.
-	h.OnAdd(sidecarSet("c", "1", "img:1"), false)
-	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "c", Obj: sidecarSet("c", "1", "img:1")})
+	h.OnAdd(validSet("c", "1", "img:1"), false)
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "c", Obj: validSet("c", "1", "img:1")})
 	if _, ok := s.Load().Get("c"); ok {
 		t.Errorf("tombstone delete not applied")
 	}
@@ -288,7 +284,7 @@ func TestEventHandler(t *testing.T) {
 	}
 
 	// Tombstones and deletes of other kinds are ignored.
-	h.OnAdd(sidecarSet("d", "1", "img:1"), false)
+	h.OnAdd(validSet("d", "1", "img:1"), false)
 	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "d", Obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d"}}})
 	h.OnDelete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d"}})
 	h.OnDelete(nil)
@@ -327,11 +323,11 @@ func TestStoreConcurrent(t *testing.T) {
 		name := fmt.Sprintf("set-%02d", (i*7)%40)
 		switch i % 5 {
 		case 3:
-			h.OnDelete(sidecarSet(name, "", ""))
+			h.OnDelete(validSet(name, "", ""))
 		case 4:
 			h.OnUpdate(nil, invalidSet(name, fmt.Sprint(i)))
 		default:
-			h.OnAdd(sidecarSet(name, fmt.Sprint(i), "img:1"), false)
+			h.OnAdd(validSet(name, fmt.Sprint(i), "img:1"), false)
 		}
 	}
 	done.Store(true)
@@ -343,13 +339,13 @@ func TestStoreConcurrent(t *testing.T) {
 // snapshot says what it pins.
 func TestStorePinnedRevision(t *testing.T) {
 	s := NewStore()
-	v1 := sidecarSet("agent", "1", "agent:1")
+	v1 := validSet("agent", "1", "agent:1")
 	c1, err := inject.Compile(v1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rev := revision.Reconcile(c1, "ops", nil, nil).Create
-	v2 := sidecarSet("agent", "2", "agent:2")
+	v2 := validSet("agent", "2", "agent:2")
 	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name}
 	c2, err := inject.Compile(v2)
 	if err != nil {

@@ -57,9 +57,9 @@ type PodState struct {
 	// Terminating is true for a Pod being deleted. It is in no status count, but the rollout
 	// counts it unavailable until it is gone.
 	Terminating bool
-	// Running is false when the kubelet reports a sidecar of this set running another image
-	// than the set declares.
-	Running bool
+	// RunsDeclaredImages is false when the kubelet reports a sidecar of this set running
+	// another image than the set declares (true for a Pod the set has not injected).
+	RunsDeclaredImages bool
 	// Settled is true when the kubelet runs what the Pod's own spec asks of this set's
 	// sidecars: each reports the image the spec names, and the kubelet has observed the
 	// Pod's latest generation (where it reports one). False while an in-place update is in
@@ -115,7 +115,7 @@ func (c *Counts) add(s PodState, d int32) {
 	if s.Injected && s.Ready {
 		c.Ready += d
 	}
-	if s.Updated && s.Ready && s.Running && s.Settled {
+	if s.Updated && s.Ready && s.RunsDeclaredImages && s.Settled {
 		c.UpdatedReady += d
 	}
 	if !s.Available() {
@@ -148,7 +148,7 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 			s.Updated, s.OwnCopies = false, strings.Join(own, ", ")
 		}
 	}
-	s.Running = !injected || runsDeclaredImages(set, pod)
+	s.RunsDeclaredImages = !injected || runsDeclaredImages(set, pod)
 	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
 	// A resize the kubelet is carrying out may restart containers (their resizePolicy): the
 	// Pod is not settled until it is done. A deferred one waits for room on the node, for as

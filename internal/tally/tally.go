@@ -61,7 +61,8 @@ func New(scope status.Scope) *Tally {
 }
 
 // UpsertPod records a Pod's new state (created or updated) and returns the sets to reconcile:
-// those whose counts changed and those that follow every Pod they select (see Follows).
+// those whose counts changed and those rolling through the Pods they select (see
+// reconciledOnEveryPodEvent).
 // The Pod is kept, not copied: it must not be modified afterwards (cache objects are not).
 func (t *Tally) UpsertPod(pod *corev1.Pod) []string {
 	t.mu.Lock()
@@ -162,7 +163,7 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 				st.selected[e] = struct{}{}
 			}
 		}
-		if _, done := skip[name]; !done && (changed || (selected || was) && follows(st)) {
+		if _, done := skip[name]; !done && (changed || (selected || was) && reconciledOnEveryPodEvent(st)) {
 			out = append(out, name)
 		}
 	}
@@ -172,10 +173,10 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 
 func (t *Tally) namespaceLabels(name string) map[string]string { return t.namespaces[name] }
 
-// follows reports whether a set is reconciled on every event of a Pod it selects, not only on
-// count changes: a rolling update in progress (a Pod whose edit was reverted, or whose
-// refused resize may now fit, is looked at again).
-func follows(st *setTally) bool {
+// reconciledOnEveryPodEvent reports whether a set is reconciled on every event of a Pod it
+// selects, not only on count changes: a rolling update in progress (a Pod whose edit was
+// reverted, or whose refused resize may now fit, is looked at again).
+func reconciledOnEveryPodEvent(st *setTally) bool {
 	return st.compiled.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate && st.counts.Updated < st.counts.Matched
 }
 

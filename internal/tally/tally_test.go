@@ -201,10 +201,10 @@ func TestTallyMatchesRecount(t *testing.T) {
 	}
 }
 
-// TestFollowsRollingUpdates: a RollingUpdate set with outdated Pods is named on every event of
+// TestRollingSetsOnEveryPodEvent: a RollingUpdate set with outdated Pods is named on every event of
 // a Pod it selects, even when its counts do not change; once every Pod is updated, only on
 // count changes; other sets only on count changes.
-func TestFollowsRollingUpdates(t *testing.T) {
+func TestRollingSetsOnEveryPodEvent(t *testing.T) {
 	w := &world{rng: rand.New(rand.NewPCG(1, 2)), sets: map[string]*inject.CompiledSet{}}
 	rolling := w.randomSet(t, "rolling")
 	rolling.Set.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate

@@ -19,6 +19,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // realisticPod is what a Deployment typically creates: two app containers with env, ports,
@@ -90,24 +91,24 @@ func realisticPod() *corev1.Pod {
 	}
 }
 
-// benchSet returns a log-agent SidecarSet selecting app=<app>, with shareVolumePolicy enabled.
-func benchSet(name, app string) *appsv1alpha1.SidecarSet {
-	return &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Generation: 1},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app},
-				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"backend", "frontend"}}}},
-			Containers: []appsv1alpha1.SidecarContainer{{
-				Container: corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
-						Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-					VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/fluent-bit/etc"}}},
-				ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},
-			}},
-			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "log-agent"}}}}},
-		},
-	}
+// realisticSet returns a log-agent SidecarSet as a cluster runs it, selecting app=<app> in the
+// backend and frontend tiers (realisticPod is a backend pod of app checkout): one sidecar,
+// named after the set, with CPU requests and limits and shareVolumePolicy enabled, that mounts
+// the set's ConfigMap volume <name>-config.
+func realisticSet(name, app string) *appsv1alpha1.SidecarSet {
+	return builders.SidecarSet(name, builders.ResourceVersion("1"), builders.Generation(1),
+		builders.WithSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": app},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"backend", "frontend"}}}}),
+		builders.WithSidecars(appsv1alpha1.SidecarContainer{
+			Container: corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+					Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/fluent-bit/etc"}}},
+			ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled},
+		}),
+		builders.WithVolumes(corev1.Volume{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "log-agent"}}}}),
+	)
 }
 
 // benchInjector returns an injector whose snapshot holds n SidecarSets, exactly one of which
@@ -116,9 +117,9 @@ func benchInjector(n int, plain bool) *PodInjector {
 	store := snapshot.NewStore()
 	store.SetSynced(func() bool { return true })
 	for i := 0; i < n-1; i++ {
-		store.Upsert(benchSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("service-%03d", i)))
+		store.Upsert(realisticSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("service-%03d", i)))
 	}
-	set := benchSet("log-agent", "checkout")
+	set := realisticSet("log-agent", "checkout")
 	if plain {
 		set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyDisabled
 	}
@@ -171,7 +172,7 @@ func BenchmarkPodInjector(b *testing.B) {
 // append one container, re-marshal, and diff the two documents into a JSON patch.
 func BenchmarkNaiveInjector(b *testing.B) {
 	req := podRequest(b, realisticPod())
-	sidecar := benchSet("log-agent", "checkout").Spec.Containers[0].Container
+	sidecar := realisticSet("log-agent", "checkout").Spec.Containers[0].Container
 	b.ReportAllocs()
 	for b.Loop() {
 		var pod corev1.Pod

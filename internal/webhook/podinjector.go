@@ -190,7 +190,7 @@ func decodeError(err error) admission.Response {
 }
 
 func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
-	known func(string) (*inject.CompiledSet, bool)) admission.Response {
+	setByName func(string) (*inject.CompiledSet, bool)) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
 	labels, err := h.NamespaceLabels(ctx, pod.Namespace)
@@ -202,7 +202,7 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
 			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
 	}
-	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, Known: known}
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()

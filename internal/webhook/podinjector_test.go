@@ -32,6 +32,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // TestPodInjectorGolden runs every engine golden case through the real handler: the case's
@@ -588,16 +589,11 @@ func toStrings(m map[string]any) map[string]string {
 // logAgentSet selects app=demo pods, in namespaces with nsLabels when given, and injects a
 // log agent with its config volume.
 func logAgentSet(name string, nsLabels map[string]string) *appsv1alpha1.SidecarSet {
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Generation: 1},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
-				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}}}}},
-			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent"}}}}},
-		},
-	}
+	set := builders.SidecarSet(name, builders.ResourceVersion("1"), builders.Generation(1), builders.Selecting("demo"),
+		builders.WithContainers(corev1.Container{Name: name, Image: "registry.example/log-agent:3.2",
+			VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}}}),
+		builders.WithVolumes(corev1.Volume{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent"}}}}))
 	if nsLabels != nil {
 		set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: nsLabels}
 	}

@@ -23,7 +23,7 @@ const converge = 60 * time.Second
 
 func TestScalingAndDeletionMoveCountsExactly(t *testing.T) {
 	ns := newNamespace(t, "scale", nil)
-	set := newSet(t, "e2e-scale", "scale")
+	set := createAgentSet(t, "e2e-scale", "scale")
 	dep := newDeployment(t, ns, "scale", 3)
 	t.Logf("3 replicas counted in %v", waitForCounts(t, set, counts{3, 3, 3, 3}, converge))
 
@@ -70,7 +70,7 @@ func TestScalingAndDeletionMoveCountsExactly(t *testing.T) {
 
 func TestSpecChangeAndRolloutRestart(t *testing.T) {
 	ns := newNamespace(t, "rollout", nil)
-	set := newSet(t, "e2e-rollout", "rollout")
+	set := createAgentSet(t, "e2e-rollout", "rollout")
 	dep := newDeployment(t, ns, "rollout", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3}, converge)
 
@@ -124,7 +124,7 @@ func TestNamespaceSelector(t *testing.T) {
 }
 
 func TestNeverInjectsItsOwnNamespaceOrKubeSystem(t *testing.T) {
-	set := newSet(t, "e2e-system", "system-probe")
+	set := createAgentSet(t, "e2e-system", "system-probe")
 	for _, ns := range []string{operatorNamespace, metav1.NamespaceSystem} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "system-probe-",
 			Labels: map[string]string{"app": "system-probe", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}}, Spec: podSpec()}
@@ -146,7 +146,7 @@ func TestNeverInjectsItsOwnNamespaceOrKubeSystem(t *testing.T) {
 // after a restart injection and status resume with no manual step.
 func TestOperatorOutage(t *testing.T) {
 	ns := newNamespace(t, "outage", nil)
-	set := newSet(t, "e2e-outage", "outage")
+	set := createAgentSet(t, "e2e-outage", "outage")
 	dep := newDeployment(t, ns, "outage", 2)
 	waitForCounts(t, set, counts{2, 2, 2, 2}, converge)
 
@@ -185,7 +185,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 	})
 	ns := newNamespace(t, "failover", nil)
-	set := newSet(t, "e2e-failover", "failover")
+	set := createAgentSet(t, "e2e-failover", "failover")
 	dep := newDeployment(t, ns, "failover", 2)
 	waitForCounts(t, set, counts{2, 2, 2, 2}, converge)
 

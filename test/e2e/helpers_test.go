@@ -15,6 +15,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
@@ -38,17 +39,12 @@ func deleteIgnoreNotFound(t testing.TB, obj client.Object) {
 	testutil.DeleteIgnoreNotFound(ctx, t, k8s, obj)
 }
 
-// newSet creates a SidecarSet selecting app=<app> with one sidecar container.
-func newSet(t testing.TB, name, app string) *appsv1alpha1.SidecarSet {
+// createAgentSet creates a SidecarSet selecting app=<app> with one sidecar, <name>-agent (see
+// createSet).
+func createAgentSet(t testing.TB, name, app string) *appsv1alpha1.SidecarSet {
 	t.Helper()
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name + "-agent", Image: "registry.example/agent:1.0"}}},
-		},
-	}
-	return createSet(t, set)
+	return createSet(t, builders.SidecarSet(name, builders.Selecting(app),
+		builders.WithContainers(corev1.Container{Name: name + "-agent", Image: "registry.example/agent:1.0"})))
 }
 
 // createSet creates a SidecarSet, deletes it after the test, and waits until the operator has

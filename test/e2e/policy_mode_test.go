@@ -32,7 +32,7 @@ import (
 // container clashes with the sidecar) is refused as before, by the unreachable webhook.
 func TestPolicyModeOperatorDown(t *testing.T) {
 	ns := newNamespace(t, "policy", nil)
-	set := newSet(t, "e2e-policy", "policy")
+	set := createAgentSet(t, "e2e-policy", "policy")
 	startPolicyMode(t)
 	eventually(t, converge, "the set's policy, and PolicyCompiled in its status", func() (bool, string) {
 		var p admissionregistrationv1.MutatingAdmissionPolicy
@@ -181,7 +181,7 @@ func eachContainer(cs []corev1.Container, f func(*corev1.Container) string) []st
 // the policy leaves the set's pods to the webhook, which injects the current spec.
 func TestPolicyModePinnedRevision(t *testing.T) {
 	ns := newNamespace(t, "pinned", nil)
-	set := newSet(t, "e2e-pinned", "pinned")
+	set := createAgentSet(t, "e2e-pinned", "pinned")
 	first := inject.Hash(&set.Spec)
 	startPolicyMode(t)
 	stored := &appsv1.ControllerRevision{}

@@ -39,6 +39,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
@@ -299,7 +300,7 @@ func (h histogram) quantile(q float64) float64 {
 
 // benchPod is a minimal pod of the kwok node with the given labels.
 func benchPod(ns, name string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: podSpec()}
+	return builders.Pod(ns, name, builders.WithLabels(labels), builders.WithSpec(podSpec()))
 }
 
 // createPods creates n pods with creators concurrent clients and returns the wall time.
@@ -572,7 +573,7 @@ func countPods(b *testing.B, ns string, is func(*corev1.Pod) bool) int {
 func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	webhookPort, healthPort := noopWebhook(b)
 	registerNoop(b, proxyTo(b, webhookPort, healthPort))
-	set := newSet(b, "bench-throughput", "throughput")
+	set := createAgentSet(b, "bench-throughput", "throughput")
 	ns := newNamespace(b, "bench-webhook", nil)
 	noopLabels := map[string]string{"app": "throughput", noopLabel: "true"}
 	oursLabels := map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
@@ -846,7 +847,7 @@ func (w *statusWatch) expected(set *appsv1alpha1.SidecarSet) counts {
 func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	var sets []*appsv1alpha1.SidecarSet
 	for i := range sizes.sets {
-		sets = append(sets, newSet(b, fmt.Sprintf("bench-status-%02d", i), fmt.Sprintf("svc-%d", i%10)))
+		sets = append(sets, createAgentSet(b, fmt.Sprintf("bench-status-%02d", i), fmt.Sprintf("svc-%d", i%10)))
 	}
 	pids := map[string]int{"operator": op.pid}
 	type row struct {

@@ -24,7 +24,7 @@ const tokenPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 // and a native sidecar (init container, restartPolicy Always) that sets no resources at all:
 // everything else is the admission chain's to fill in.
 func chainSet(name, app string) *appsv1alpha1.SidecarSet {
-	set := sidecarSet(name, app)
+	set := agentSet(name, app)
 	set.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	set.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}

@@ -29,7 +29,7 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 	for i := range tries {
 		t.Run(fmt.Sprintf("create-%d", i), func(t *testing.T) {
 			app := fmt.Sprintf("race-create-%d", i)
-			a, b := sidecarSet(app+"-a", app), sidecarSet(app+"-b", app)
+			a, b := agentSet(app+"-a", app), agentSet(app+"-b", app)
 			b.Spec.Containers[0].Name = a.Spec.Containers[0].Name
 			errs := concurrently(func() error { return k8s.Create(ctx, a) }, func() error { return k8s.Create(ctx, b) })
 			for j, set := range []*appsv1alpha1.SidecarSet{a, b} {
@@ -45,7 +45,7 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("update-%d", i), func(t *testing.T) {
 			app := fmt.Sprintf("race-update-%d", i)
-			a, b := createSet(t, sidecarSet(app+"-a", app)), createSet(t, sidecarSet(app+"-b", app))
+			a, b := createSet(t, agentSet(app+"-a", app)), createSet(t, agentSet(app+"-b", app))
 			for _, set := range []*appsv1alpha1.SidecarSet{a, b} {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
 				set.Spec.Containers[0].Name = app + "-shared"
@@ -67,8 +67,8 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 	// resolution is proven even when no race above was won.
 	t.Run("written while validation was down", func(t *testing.T) {
 		app := "race-down"
-		a := createSet(t, sidecarSet(app+"-a", app))
-		b := sidecarSet(app+"-b", app)
+		a := createSet(t, agentSet(app+"-a", app))
+		b := agentSet(app+"-b", app)
 		b.Spec.Containers[0].Name = a.Spec.Containers[0].Name
 		withoutSidecarSetValidation(t, func() {
 			eventually(t, "the API server to store "+b.Name+" without validating it", func() (bool, string) {
@@ -177,7 +177,7 @@ func sameNames(got, want []string) bool {
 // container with no image, which only the validating webhook refuses).
 func sidecarSetValidation(t *testing.T) bool {
 	t.Helper()
-	bad := sidecarSet("validation-probe", "none")
+	bad := agentSet("validation-probe", "none")
 	bad.Spec.Containers[0].Image = ""
 	return k8s.Create(ctx, bad, client.DryRunAll) != nil
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
@@ -55,43 +56,43 @@ func deleteIgnoreNotFound(t *testing.T, obj client.Object) {
 
 var must = testutil.Must
 
-// sidecarSet returns a valid SidecarSet selecting app=<app>, with one sidecar that mounts one
-// volume of the set.
-func sidecarSet(name, app string) *appsv1alpha1.SidecarSet {
-	return &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
-				Name:  name + "-agent",
-				Image: "registry.example/agent:1.0",
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
-					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				},
-				VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}},
-			}}},
-			Volumes: []corev1.Volume{{Name: name + "-config", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent-config"}},
-			}}},
-		},
-	}
+// agentSet returns the suite's sample SidecarSet, changed by opts: it selects app=<app> and
+// injects one sidecar, <name>-agent, with CPU requests and limits, that mounts the set's
+// ConfigMap volume <name>-config.
+func agentSet(name, app string, opts ...builders.SetOption) *appsv1alpha1.SidecarSet {
+	return builders.SidecarSet(name, append([]builders.SetOption{
+		builders.Selecting(app),
+		builders.WithContainers(corev1.Container{
+			Name:  name + "-agent",
+			Image: "registry.example/agent:1.0",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: name + "-config", MountPath: "/etc/agent"}},
+		}),
+		builders.WithVolumes(corev1.Volume{Name: name + "-config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "agent-config"}},
+		}}),
+	}, opts...)...)
 }
 
-// appPod returns a Pod with one app container, labelled app=<app>, opted in when optIn.
+// appPod returns the suite's sample Pod: labelled app=<app> (and opted in when optIn), with
+// one app container that mounts an emptyDir volume.
 func appPod(ns, name, app string, optIn bool) *corev1.Pod {
-	labels := map[string]string{"app": app}
-	if optIn {
-		labels[appsv1alpha1.InjectLabel] = appsv1alpha1.InjectLabelValue
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+	opts := []builders.PodOption{
+		builders.WithLabels(map[string]string{"app": app}),
+		builders.WithContainers(corev1.Container{
 			Name: "app", Image: "registry.example/app:2.1",
 			Env:          []corev1.EnvVar{{Name: "APP_NAME", Value: name}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-		}}, Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+		}),
+		builders.WithVolumes(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
 	}
+	if optIn {
+		opts = append(opts, builders.OptedIn())
+	}
+	return builders.Pod(ns, name, opts...)
 }
 
 func containerNames(cs []corev1.Container) []string {

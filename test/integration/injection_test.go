@@ -18,7 +18,7 @@ import (
 
 func TestLabelledPodIsInjected(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := createSet(t, sidecarSet("inject-basic", "web"))
+	set := createSet(t, agentSet("inject-basic", "web"))
 
 	pod := appPod(ns, "web-0", "web", true)
 	must(t, k8s.Create(ctx, pod))
@@ -44,7 +44,7 @@ func TestLabelledPodIsInjected(t *testing.T) {
 
 func TestUnlabelledPodIsNeverSentToTheWebhook(t *testing.T) {
 	ns := newNamespace(t, nil)
-	createSet(t, sidecarSet("inject-unlabelled", "api"))
+	createSet(t, agentSet("inject-unlabelled", "api"))
 
 	before := webhookRequests(t, ourwebhook.PodInjectorPath)
 	pod := appPod(ns, "api-0", "api", false)
@@ -66,7 +66,7 @@ func TestUnlabelledPodIsNeverSentToTheWebhook(t *testing.T) {
 }
 
 func TestOwnAndSystemNamespacesAreNeverInjected(t *testing.T) {
-	createSet(t, sidecarSet("inject-system", "sys"))
+	createSet(t, agentSet("inject-system", "sys"))
 	for _, ns := range []string{operatorNamespace, metav1.NamespaceSystem} {
 		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -85,7 +85,7 @@ func TestOwnAndSystemNamespacesAreNeverInjected(t *testing.T) {
 
 func TestConflictingPodIsDeniedWithAClearMessage(t *testing.T) {
 	ns := newNamespace(t, nil)
-	createSet(t, sidecarSet("inject-conflict", "db"))
+	createSet(t, agentSet("inject-conflict", "db"))
 
 	pod := appPod(ns, "db-0", "db", true)
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "inject-conflict-agent", Image: "mine:1"})
@@ -102,7 +102,7 @@ func TestConflictingPodIsDeniedWithAClearMessage(t *testing.T) {
 func TestNamespaceSelectorAndPause(t *testing.T) {
 	meshNS := newNamespace(t, map[string]string{"mesh": "enabled"})
 	plainNS := newNamespace(t, nil)
-	set := sidecarSet("inject-mesh", "shop")
+	set := agentSet("inject-mesh", "shop")
 	set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"mesh": "enabled"}}
 	createSet(t, set)
 
@@ -129,7 +129,7 @@ func TestNamespaceSelectorAndPause(t *testing.T) {
 
 func TestReappliedExportedPodIsInjectedOnce(t *testing.T) {
 	ns := newNamespace(t, nil)
-	createSet(t, sidecarSet("inject-export", "cache"))
+	createSet(t, agentSet("inject-export", "cache"))
 	first := appPod(ns, "cache-0", "cache", true)
 	must(t, k8s.Create(ctx, first))
 	exported := getPod(t, first)

@@ -20,7 +20,7 @@ var metricName = regexp.MustCompile(`\b(sidecarset_[a-z_]+|controller_runtime_[a
 // every family has a series): a renamed metric would otherwise silence an alert.
 func TestAlertsAndDashboardUseServedMetrics(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := createSet(t, sidecarSet("metrics-names", "metrics-names"))
+	set := createSet(t, agentSet("metrics-names", "metrics-names"))
 	must(t, k8s.Create(ctx, appPod(ns, "metrics-names-0", "metrics-names", true)))
 	waitForCounts(t, set, counts{matched: 1, updated: 1})
 

@@ -35,7 +35,7 @@ func TestSidecarSetNamesFitALabelValue(t *testing.T) {
 
 // named is a valid SidecarSet (its containers and volumes named apart from it) called name.
 func named(name string) *appsv1alpha1.SidecarSet {
-	set := sidecarSet("names", "names")
+	set := agentSet("names", "names")
 	set.Name = name
 	return set
 }

@@ -136,7 +136,7 @@ spec:
 // the same message, exit code 1 and nothing printed.
 func TestPluginRefusesAsTheWebhookDoes(t *testing.T) {
 	ns := newNamespace(t, nil)
-	createSet(t, sidecarSet("plugin-deny", "plugin-deny"))
+	createSet(t, agentSet("plugin-deny", "plugin-deny"))
 	pod := appPod(ns, "clash", "plugin-deny", true)
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "plugin-deny-agent", Image: "registry.example/mine:1"})
 	err := k8s.Create(ctx, pod.DeepCopy())
@@ -158,8 +158,8 @@ func TestPluginRefusesAsTheWebhookDoes(t *testing.T) {
 // and conditions the reconciler wrote.
 func TestPluginExplainAndStatus(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := createSet(t, sidecarSet("plugin-explain", "explained"))
-	createSet(t, sidecarSet("plugin-other", "somebody-else"))
+	set := createSet(t, agentSet("plugin-explain", "explained"))
+	createSet(t, agentSet("plugin-other", "somebody-else"))
 	pod := appPod(ns, "explained-0", "explained", true)
 	must(t, k8s.Create(ctx, pod))
 
@@ -211,7 +211,7 @@ var repoRoot, run = testutil.RepoRoot, testutil.Run
 // --for=condition=Ready` work on a SidecarSet, at its current generation.
 func TestKubectlWaitForReady(t *testing.T) {
 	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	set := createSet(t, sidecarSet("wait-ready", "wait-ready"))
+	set := createSet(t, agentSet("wait-ready", "wait-ready"))
 	run(t, kubectl, "--kubeconfig", adminKubeconfig, "wait", "--for=condition=Ready", "--timeout=20s", "sidecarset/"+set.Name)
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	run(t, kubectl, "--kubeconfig", adminKubeconfig, "wait", "--for=condition=Ready", "--timeout=20s", "sidecarset/"+set.Name)

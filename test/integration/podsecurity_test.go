@@ -22,7 +22,7 @@ func restricted(c *corev1.Container) {
 // naming the sidecar, and the SidecarSet gets an event saying it is the cause.
 func TestPodSecurityStaysEffectiveOnInjectedPods(t *testing.T) {
 	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-	set := sidecarSet("privileged-agent", "psa")
+	set := agentSet("privileged-agent", "psa")
 	set.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	createSet(t, set)
 

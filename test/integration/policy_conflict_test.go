@@ -17,10 +17,10 @@ func TestPolicyOfAStoppedSetRoutesItsPods(t *testing.T) {
 	startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
 	// Created in one second, the two are ordered by name: the older's sorts first.
-	older := sidecarSet("stop-a-older", "stop-a-older")
+	older := agentSet("stop-a-older", "stop-a-older")
 	older.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "stop"}}
 	createSet(t, older)
-	newer := sidecarSet("stop-b-newer", "stop-b-newer")
+	newer := agentSet("stop-b-newer", "stop-b-newer")
 	newer.Spec.Containers[0].Name = older.Spec.Containers[0].Name
 	withoutSidecarSetValidation(t, func() {
 		must(t, k8s.Create(ctx, newer))

@@ -17,7 +17,7 @@ func TestPolicyLeavesExcludedNamespacesAlone(t *testing.T) {
 	excluded := newNamespace(t, nil)
 	startPolicyReconciler(t, excluded)
 	registerPolicyModeWebhook(t)
-	createSet(t, sidecarSet("policy-excluded", "policy-excluded"))
+	createSet(t, agentSet("policy-excluded", "policy-excluded"))
 	served := appPod(newNamespace(t, nil), "served", "policy-excluded", true)
 	served.Labels[noWebhookLabel] = "true"
 	left := appPod(excluded, "left", "policy-excluded", true)

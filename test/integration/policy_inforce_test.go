@@ -24,7 +24,7 @@ func TestPolicyCompiledOnlyOnceRunning(t *testing.T) {
 	ns := newNamespace(t, nil)
 	for i := range 5 {
 		name := fmt.Sprintf("policy-running-%d", i)
-		set := createSet(t, sidecarSet(name, name))
+		set := createSet(t, agentSet(name, name))
 		pod := appPod(ns, "first", name, true)
 		pod.Labels[noWebhookLabel] = "true"
 		wantImage := func(image string) {

@@ -17,7 +17,7 @@ import (
 // for one expression, and the policy fails closed): it routes the pod to the webhook.
 func TestPolicyModeInjectsPodsWithManyMounts(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
-	set := sidecarSet("policy-mounts", "policy-mounts")
+	set := agentSet("policy-mounts", "policy-mounts")
 	set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled
 	set = createSet(t, set)
 	pod := appPod(newNamespace(t, nil), "many-mounts", "policy-mounts", true)

@@ -284,7 +284,7 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 	// Pods with noWebhookLabel never reach the webhook: what they get, the policy gave.
 	registerPolicyModeWebhook(t)
 
-	set := createSet(t, sidecarSet("policy-rec", "policy-rec"))
+	set := createSet(t, agentSet("policy-rec", "policy-rec"))
 	var rendered admissionregistrationv1.MutatingAdmissionPolicy
 	eventually(t, "the set's policy and binding", func() (bool, string) {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &rendered); err != nil {
@@ -468,7 +468,7 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	set := createSet(t, largestSet("policy-large", "policy-large"))
 	others := []*appsv1alpha1.SidecarSet{set}
 	for i := 0; i < 100; i++ {
-		o := sidecarSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("other-%03d", i))
+		o := agentSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("other-%03d", i))
 		o.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{
 			{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
 			{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},

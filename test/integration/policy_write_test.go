@@ -15,7 +15,7 @@ import (
 )
 
 // policyInjects returns a condition: a pod of app, which only the policies see, gets the
-// sidecar of sidecarSet(app, app).
+// sidecar of agentSet(app, app).
 func policyInjects(t *testing.T, app string) func() (bool, string) {
 	pod := appPod(newNamespace(t, nil), "by-policy", app, true)
 	pod.Labels[noWebhookLabel] = "true"
@@ -36,7 +36,7 @@ func TestPolicyReconcilerRestoresHandEdits(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
-	set := createSet(t, sidecarSet("policy-edit", "policy-edit"))
+	set := createSet(t, agentSet("policy-edit", "policy-edit"))
 	injects := policyInjects(t, "policy-edit")
 	eventually(t, "the policy to inject the pod", injects)
 
@@ -92,8 +92,8 @@ func TestPolicyReconcilerLeavesForeignObjectsAlone(t *testing.T) {
 	t.Cleanup(func() { deleteIgnoreNotFound(t, foreign) })
 	states := startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
-	blocked := createSet(t, sidecarSet("policy-foreign", "policy-foreign"))
-	createSet(t, sidecarSet("policy-later", "policy-later"))
+	blocked := createSet(t, agentSet("policy-foreign", "policy-foreign"))
+	createSet(t, agentSet("policy-later", "policy-later"))
 
 	eventually(t, "the other set's policy to inject its pod", policyInjects(t, "policy-later"))
 	eventually(t, "the blocked set's state to name the object", func() (bool, string) {

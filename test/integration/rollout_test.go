@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
@@ -140,10 +141,9 @@ func equalStatuses(a, b corev1.PodStatus) bool {
 
 // rollingSet is a set with a regular and a native sidecar, updated in place one pod at a time.
 func rollingSet(name, app string) *appsv1alpha1.SidecarSet {
-	set := sidecarSet(name, app)
+	set := agentSet(name, app, builders.Rolling())
 	set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
 		Name: name + "-proxy", Image: "registry.example/proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}}
-	set.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate}
 	return set
 }
 
@@ -358,7 +358,7 @@ func TestRollingUpdateResizesInPlace(t *testing.T) {
 // going back to stored content makes that revision the newest again; status names the current
 // one.
 func TestRevisionsAreStoredPrunedAndRenumbered(t *testing.T) {
-	set := sidecarSet("revs", "revs")
+	set := agentSet("revs", "revs")
 	set.Spec.RevisionHistoryLimit = ptr.To[int32](1)
 	createSet(t, set)
 	revisions := func() []string {

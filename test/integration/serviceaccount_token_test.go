@@ -18,7 +18,7 @@ import (
 // the token volume and admitted through the production chain.
 func TestProjectedTokenSetIsAcceptedAndInjected(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := sidecarSet("sa-token", "mesh")
+	set := agentSet("sa-token", "mesh")
 	set.Spec.Volumes = append(set.Spec.Volumes, corev1.Volume{Name: "istio-token", VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 			Audience: "istio-ca", ExpirationSeconds: ptr.To[int64](43200), Path: "istio-token"}}}}}})

@@ -46,7 +46,7 @@ func setReady(t *testing.T, pod *corev1.Pod, ready bool) {
 
 func TestStatusCountsFollowPods(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := createSet(t, sidecarSet("status-counts", "orders"))
+	set := createSet(t, agentSet("status-counts", "orders"))
 	st := waitForCounts(t, set, counts{})
 	if c := meta.FindStatusCondition(st.Status.Conditions, appsv1alpha1.ConditionPodsUpdated); c == nil || c.Reason != "NoMatchedPods" ||
 		!contains(c.Message, appsv1alpha1.InjectLabel, "app=orders") {
@@ -112,7 +112,7 @@ func TestStatusCountsFollowPods(t *testing.T) {
 
 func TestStatusFollowsNamespaceLabels(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := sidecarSet("status-ns", "search")
+	set := agentSet("status-ns", "search")
 	set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
 	createSet(t, set)
 
@@ -143,11 +143,11 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 // that the sets' resourceVersions did not move.
 func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 	ns := newNamespace(t, nil)
-	valid := createSet(t, sidecarSet("steady-valid", "steady"))
+	valid := createSet(t, agentSet("steady-valid", "steady"))
 	must(t, k8s.Create(ctx, appPod(ns, "steady-0", "steady", true)))
 	waitForCounts(t, valid, counts{matched: 1, updated: 1})
 
-	invalid := sidecarSet("steady-invalid", "steady-other")
+	invalid := agentSet("steady-invalid", "steady-other")
 	invalid.Spec.Selector.MatchLabels = map[string]string{"a/b/c": "x", "-bad": "y", "ok": "not valid!", "z z": "w"}
 	withoutSidecarSetValidation(t, func() {
 		eventually(t, "the API server to store "+invalid.Name+" without validating it", func() (bool, string) {
@@ -220,7 +220,7 @@ func waitUntilReconcilerIdle(t *testing.T, rvs map[string]string, minReconciles 
 // there are; once the namespace opts back in, its pods count as matched (not yet injected).
 func TestStatusCountsExcludedPods(t *testing.T) {
 	ns := newNamespace(t, map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled})
-	set := createSet(t, sidecarSet("status-excluded", "ledger"))
+	set := createSet(t, agentSet("status-excluded", "ledger"))
 	pod := appPod(ns, "ledger-0", "ledger", true)
 	must(t, k8s.Create(ctx, pod))
 	if got := getPod(t, pod); len(got.Spec.Containers) != 1 {
@@ -260,7 +260,7 @@ func TestStatusCountsExcludedPods(t *testing.T) {
 // TestMetricsOfDeletedSetsGo: a deleted SidecarSet's gauges are dropped, not left at their
 // last values.
 func TestMetricsOfDeletedSetsGo(t *testing.T) {
-	set := createSet(t, sidecarSet("metrics-gone", "metrics-gone"))
+	set := createSet(t, agentSet("metrics-gone", "metrics-gone"))
 	eventually(t, "the set's Ready gauge", func() (bool, string) {
 		got := metricSum(t, "sidecarset_ready", "sidecarset", set.Name)
 		return got == 1, fmt.Sprint(got)

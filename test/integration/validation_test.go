@@ -56,7 +56,7 @@ func TestBadSidecarSetsAreRejected(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := sidecarSet("bad-"+strings.ToLower(strings.ReplaceAll(tt.name, " ", "-")), "bad")
+			set := agentSet("bad-"+strings.ToLower(strings.ReplaceAll(tt.name, " ", "-")), "bad")
 			tt.mutate(set)
 			err := k8s.Create(ctx, set)
 			if err == nil {
@@ -88,10 +88,10 @@ func assertInvalidField(t *testing.T, err error, field, detail string) {
 }
 
 func TestConflictsBetweenSidecarSets(t *testing.T) {
-	createSet(t, sidecarSet("conflict-base", "pay"))
+	createSet(t, agentSet("conflict-base", "pay"))
 
 	t.Run("overlapping selectors, same container name", func(t *testing.T) {
-		other := sidecarSet("conflict-overlap", "pay")
+		other := agentSet("conflict-overlap", "pay")
 		other.Spec.Containers[0].Name = "conflict-base-agent"
 		other.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"pay", "cart"}}}}
@@ -102,7 +102,7 @@ func TestConflictsBetweenSidecarSets(t *testing.T) {
 		assertInvalidField(t, err, "spec.containers[0].name", "conflict-base")
 	})
 	t.Run("overlapping selectors, volume with another definition", func(t *testing.T) {
-		other := sidecarSet("conflict-volume", "pay")
+		other := agentSet("conflict-volume", "pay")
 		other.Spec.Volumes[0].Name = "conflict-base-config"
 		other.Spec.Containers[0].VolumeMounts[0].Name = "conflict-base-config"
 		other.Spec.Volumes[0].ConfigMap.Name = "something-else"
@@ -113,7 +113,7 @@ func TestConflictsBetweenSidecarSets(t *testing.T) {
 		assertInvalidField(t, err, "spec.volumes[0].name", "conflict-base")
 	})
 	t.Run("disjoint selectors may share names", func(t *testing.T) {
-		other := sidecarSet("conflict-disjoint", "pay")
+		other := agentSet("conflict-disjoint", "pay")
 		other.Spec.Containers[0].Name = "conflict-base-agent"
 		other.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"pay"}}}}

@@ -30,7 +30,7 @@ import (
 // NodeRestriction), so it goes through the real admission chain here.
 func TestMirrorPodsAreNeverInjected(t *testing.T) {
 	ns := newNamespace(t, nil)
-	set := sidecarSet("mirror", "static")
+	set := agentSet("mirror", "static")
 	// A mirror pod may not reference a ConfigMap: with the sample's config volume, injecting it
 	// gets it refused by the ServiceAccount plugin rather than stored with sidecars.
 	set.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
@@ -75,7 +75,7 @@ func TestMirrorPodsAreNeverInjected(t *testing.T) {
 // the injector's lookup with a cache that has not seen the namespace, against the API server
 // as the manager's ServiceAccount (the RBAC config/default grants must allow the read).
 func TestPodsCreatedWithTheirNamespaceAreAdmitted(t *testing.T) {
-	createSet(t, sidecarSet("fresh-ns", "fresh"))
+	createSet(t, agentSet("fresh-ns", "fresh"))
 	// Many at once, as a GitOps sync of many namespaces does: the informer falls behind.
 	const n = 20
 	errs := make(chan error, n)
@@ -134,7 +134,7 @@ func (notCachedYet) Get(_ context.Context, key client.ObjectKey, _ client.Object
 // Security Standard records no event on the SidecarSet, while the same creation for real does.
 func TestDryRunAdmissionRecordsNoEvent(t *testing.T) {
 	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-	set := sidecarSet("dry-run-agent", "dry")
+	set := agentSet("dry-run-agent", "dry")
 	set.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	createSet(t, set)
 	dry := appPod(ns, "dry-0", "dry", true)
