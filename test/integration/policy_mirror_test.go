@@ -15,7 +15,7 @@ func TestPolicyModeNeverInjectsMirrorPods(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	startPolicyReconciler(t)
 	registerPolicyModeWebhook(t)
-	set := sidecarSet("policy-mirror", "policy-static")
+	set := agentSet("policy-mirror", "policy-static")
 	// A mirror pod may not reference a ConfigMap.
 	set.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	createSet(t, set)
