@@ -47,7 +47,11 @@ func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, po
 	}
 	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}}
-	err = r.Client.SubResource("eviction").Create(ctx, pod, eviction)
+	// The API server retries an eviction while the budget's status is being written: a slow
+	// answer must not hold up the rest of the rollout.
+	evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
+	defer cancel()
+	err = r.Client.SubResource("eviction").Create(evictCtx, pod, eviction)
 	switch {
 	case err == nil:
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
@@ -74,7 +78,7 @@ func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, po
 func (r *RolloutReconciler) ownerGoingAway(ctx context.Context, namespace string, owner *metav1.OwnerReference) (string, error) {
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
 	if err != nil {
-		return fmt.Sprintf("its controller's apiVersion %q cannot be read", owner.APIVersion), nil
+		return fmt.Sprintf("its controller's apiVersion %q cannot be read", owner.APIVersion), nil //nolint:nilerr // a malformed owner reference is why the pod is left, not a reconcile error
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gv.WithKind(owner.Kind))
@@ -92,6 +96,9 @@ func (r *RolloutReconciler) ownerGoingAway(ctx context.Context, namespace string
 	}
 	return "", nil
 }
+
+// evictionTimeout bounds one eviction request.
+const evictionTimeout = 10 * time.Second
 
 // recreateRetry is how soon a Pod that its PodDisruptionBudget held back is tried again.
 const recreateRetry = 5 * time.Second

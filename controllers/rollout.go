@@ -138,13 +138,13 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them.
-	inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods
+	inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods || len(ro.WaitingForBudget) > 0
 	gateErr := r.Upgrade.Note(ctx, set.Name, inProgress, fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched))
 	if errors.Is(rollErr, errStale) {
 		// A pod that changed while it was being updated is tried again soon, not with backoff.
 		return ctrl.Result{RequeueAfter: time.Second}, gateErr
 	}
-	return ctrl.Result{}, errors.Join(rollErr, gateErr)
+	return ctrl.Result{RequeueAfter: retryAfter(ro, r.memoryOf(set.Name))}, errors.Join(rollErr, gateErr)
 }
 
 // stop forgets the rollout of a set that was deleted, became invalid or no longer rolls.
@@ -257,7 +257,35 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 		replan := false
 		for _, i := range p.Update {
 			target := in.Targets[i]
-			hash, why, err := r.updatePod(ctx, c, target, namespaceLabels, &nodes)
+			if plan[i].Recreate {
+				why, err := r.evict(ctx, c, target)
+				switch {
+				case errors.Is(err, errStale):
+					stale = true
+					plan[i].Eligible = false
+				case errors.Is(err, errDisruptionBudget):
+					ro.WaitingForBudget = append(ro.WaitingForBudget, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: err.Error()})
+					plan[i].Eligible, replan = false, true
+				case err != nil:
+					ro.Plan.Update = started
+					return &ro, in.Counts, err
+				case why != "":
+					why = "not recreated: " + why
+					memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: why}
+					ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: why})
+					r.notUpdatable(target, c, why)
+					plan[i].Eligible, replan = false, true
+				default:
+					memory.Recreating[plan[i].Workload] = time.Now()
+					plan[i].Available, plan[i].Restarting = false, true
+					for j := range plan {
+						plan[j].WorkloadBusy = plan[j].WorkloadBusy || (j != i && plan[j].Workload == plan[i].Workload)
+					}
+					started = append(started, i)
+				}
+				continue
+			}
+			hash, no, err := r.updatePod(ctx, c, target, namespaceLabels, &nodes)
 			switch {
 			case errors.Is(err, errStale):
 				stale = true
@@ -265,10 +293,17 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 			case err != nil:
 				ro.Plan.Update = started
 				return &ro, in.Counts, err
-			case why != "":
-				memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: why}
-				ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: why})
-				plan[i].Eligible, replan = false, true
+			case no.why != "":
+				memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: no.why, Recreatable: no.recreatable}
+				if owner, _ := status.RecreatingController(target); no.recreatable && owner != nil && strategy.Recreate == appsv1alpha1.RecreateEvict {
+					// Only recreating the Pod applies the change: it is picked again, for eviction.
+					plan[i].Recreate, plan[i].Workload = true, string(owner.UID)
+					_, plan[i].WorkloadBusy = memory.Recreating[plan[i].Workload]
+				} else {
+					ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: no.why})
+					plan[i].Eligible = false
+				}
+				replan = true
 			case hash != "":
 				memory.Patched[plan[i].Key] = hash
 				plan[i].Updated, plan[i].Available, plan[i].Restarting = true, false, true
@@ -286,30 +321,43 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	return &ro, in.Counts, nil
 }
 
+// retryAfter is when a rollout that nothing else wakes should look again: pods its
+// PodDisruptionBudget held back, or workloads still settling after an eviction (their
+// replacement Pod may not exist yet). Zero: the Pod events wake it.
+func retryAfter(ro *status.Rollout, memory status.RolloutMemory) time.Duration {
+	switch {
+	case len(ro.WaitingForBudget) > 0:
+		return recreateRetry
+	case len(memory.Recreating) > 0:
+		return status.RecreateSettle
+	}
+	return 0
+}
+
 // updatePod reads the Pod afresh (the cache holds no spec) and patches the set's new images
 // into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
 // why it cannot be updated in place.
 func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (hash, why string, err error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (string, refusal, error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", "", nil
+			return "", refusal{}, nil
 		}
-		return "", "", fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
+		return "", refusal{}, fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
 	}
 	if pod.DeletionTimestamp != nil {
-		return "", "", nil
+		return "", refusal{}, nil
 	}
-	u, why, err := r.planPodUpdate(ctx, c, &pod, namespaceLabels, nodes)
+	u, no, err := r.planPodUpdate(ctx, c, &pod, namespaceLabels, nodes)
 	switch {
 	case err != nil:
-		return "", "", err
-	case why != "":
-		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
-		return "", why, nil
+		return "", refusal{}, err
+	case no.why != "":
+		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.why)
+		return "", no, nil
 	case u.Current():
-		return u.To, "", nil
+		return u.To, refusal{}, nil
 	}
 	// Resources first, through the resize subresource (in-place resize; the kubelet applies
 	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
@@ -317,24 +365,31 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	if ops := u.ResizePatch(); ops != nil {
 		if why, err := r.patchOrRefusal(&pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
 			r.notUpdatable(&pod, c, why)
-			return "", why, err
+			return "", refusal{why: why}, err
 		}
 	}
 	if why, err := r.patchOrRefusal(&pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
 		r.notUpdatable(&pod, c, why)
-		return "", why, err
+		return "", refusal{why: why}, err
 	}
 	r.reportPodUpdated(ctx, c, &pod, u)
-	return u.To, "", nil
+	return u.To, refusal{}, nil
+}
+
+// refusal is why a Pod cannot take the set's hash in place ("" when it can), and whether a Pod
+// created now would have it: then recreating the Pod applies the change (updateStrategy.recreate).
+type refusal struct {
+	why         string
+	recreatable bool
 }
 
 // planPodUpdate works out the Pod's update, or why it cannot be updated in place.
 func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, string, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, refusal, error) {
 	snap := r.Sets.Load()
 	injected, err := r.injectedRevision(ctx, c, pod)
 	if err != nil {
-		return nil, "", err
+		return nil, refusal{}, err
 	}
 	// The rollout moves pods to the set's current spec, even when new pods get a pinned revision.
 	candidates := inject.Candidates(snap.Sets, pod.Labels)
@@ -352,26 +407,27 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), SetByName: setByName}, c.Name(), injected)
 	switch {
 	case err != nil:
-		return nil, err.Error(), nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
+		return nil, refusal{why: err.Error()}, nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
 	case u.Current():
-		return u, "", nil
+		return u, refusal{}, nil
 	case len(u.Blocked) > 0:
-		return nil, strings.Join(u.Blocked, "; "), nil
+		// Recreating a Pod whose injected content is unknown could throw away an edit.
+		return nil, refusal{why: strings.Join(u.Blocked, "; "), recreatable: u.Recreatable && injected != nil}, nil
 	case injected == nil:
 		// Without the content the Pod was injected with, a sidecar someone edited since (a
 		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
-		return nil, r.unknownInjection(pod, c), nil
+		return nil, refusal{why: r.unknownInjection(pod, c)}, nil
 	}
 	if len(u.Resources) > 0 && !r.Resize {
-		return nil, noResize, nil
+		return nil, refusal{why: noResize, recreatable: true}, nil
 	}
 	if why := u.ResizeRefusal(); why != "" {
-		return nil, why, nil
+		return nil, refusal{why: why, recreatable: true}, nil
 	}
 	if why, err := nodes.refusesNativeSidecarImages(ctx, pod, u); why != "" || err != nil {
-		return nil, why, err
+		return nil, refusal{why: why, recreatable: true}, err
 	}
-	return u, "", nil
+	return u, refusal{}, nil
 }
 
 // noResize is why a sidecar's new resources cannot reach a running pod on an API server

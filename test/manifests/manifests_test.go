@@ -93,15 +93,22 @@ func get[T runtime.Object](t *testing.T, objs map[string]runtime.Object, key str
 }
 
 // TestManagerRoleIsLeastPrivilege fails when the manager's ClusterRole grants anything beyond
-// what the operator needs: it reads Pods and Namespaces (and a Node's kubelet version), reads
-// SidecarSets and writes their status, and records Events.
+// what the operator needs: it reads Pods and Namespaces (and a Node's kubelet version), patches
+// and evicts Pods (reading their controllers), reads SidecarSets and writes their status, and
+// records Events.
 func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 	role := get[*rbacv1.ClusterRole](t, rendered(t), "ClusterRole/sidecarset-manager-role")
 	allowed := map[string][]string{
-		"/pods":                                 {"get", "list", "watch", "patch"}, // patch: in-place sidecar updates
-		"/pods/resize":                          {"patch"},                         // in-place resize of sidecars
-		"/namespaces":                           {"get", "list", "watch"},
-		"/nodes":                                {"get"}, // the kubelet version, before patching a native sidecar
+		"/pods":        {"get", "list", "watch", "patch"}, // patch: in-place sidecar updates
+		"/pods/resize": {"patch"},                         // in-place resize of sidecars
+		"/namespaces":  {"get", "list", "watch"},
+		"/nodes":       {"get"}, // the kubelet version, before patching a native sidecar
+		// updateStrategy.recreate/remediate: Evict; the owner is read to see it recreates the pod.
+		"/pods/eviction":                        {"create"},
+		"apps/replicasets":                      {"get"},
+		"apps/statefulsets":                     {"get"},
+		"apps/daemonsets":                       {"get"},
+		"/replicationcontrollers":               {"get"},
 		"/events":                               {"create", "patch"},
 		"events.k8s.io/events":                  {"create", "patch"},
 		"apps.sidecarset.io/sidecarsets":        {"get", "list", "watch"},
