@@ -15,11 +15,13 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,7 +136,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.stop(ctx, set.Name)
 	}
 	pods, namespaceLabels := r.Pods.Tally.Selected(c)
-	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels)
+	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels, haltedBefore(&set))
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them.
@@ -145,6 +147,20 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: time.Second}, gateErr
 	}
 	return ctrl.Result{RequeueAfter: retryAfter(ro, r.memoryOf(set.Name))}, errors.Join(rollErr, gateErr)
+}
+
+// haltedBefore is why the rollout of this generation of the set halted, as its RollingUpdate
+// condition says (written from an earlier pass, maybe by another replica); empty when it did
+// not. A change of the spec (a new generation) resumes it.
+func haltedBefore(set *appsv1alpha1.SidecarSet) string {
+	c := meta.FindStatusCondition(set.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
+	if c == nil || c.Reason != status.HaltedReason || c.ObservedGeneration != set.Generation {
+		return ""
+	}
+	if _, why, found := strings.Cut(c.Message, "; "); found {
+		return why
+	}
+	return c.Message
 }
 
 // stop forgets the rollout of a set that was deleted, became invalid or no longer rolls.
@@ -215,7 +231,7 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 // rollOneStep plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
 // the rollout stands and the counts it took while it classified the Pods.
 func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
-	namespaceLabels func(string) map[string]string) (*status.Rollout, status.Counts, error) {
+	namespaceLabels func(string) map[string]string, halted string) (*status.Rollout, status.Counts, error) {
 	strategy := c.Set.Spec.UpdateStrategy
 	canary := labels.Everything()
 	if strategy.Selector != nil {
@@ -229,7 +245,16 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	memory := r.memoryOf(c.Name())
 	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope,
 		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory, time.Now())
-	ro := status.Rollout{Blocked: in.Blocked}
+	ro := status.Rollout{Blocked: in.Blocked, Halted: halted}
+	if halted == "" && len(in.Stalled) > 0 {
+		// Recreated pods that do not come back: the rollout stops here, and says where.
+		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, status.DefaultProgressDeadlineSeconds)
+		ro.Halted = status.HaltSummary(in.Stalled, deadline)
+		for _, b := range in.Stalled {
+			r.recordEvent(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}, corev1.EventTypeWarning, "RolloutHalted", "Evict",
+				"SidecarSet %s halted its rollout: this pod of a workload it recreated is not available %ds after the eviction (%s)", c.Name(), deadline, b.Why)
+		}
+	}
 	for _, b := range in.Report {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
 		for _, t := range in.Targets {
@@ -249,7 +274,8 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	plan := in.Plan
 	nodes := kubeletVersions{reader: r.APIReader}
 	for {
-		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable, Paused: strategy.Paused})
+		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable,
+			Paused: strategy.Paused || ro.Halted != "", InFlight: in.InFlight})
 		if err != nil {
 			return &ro, in.Counts, err
 		}
@@ -278,6 +304,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 				default:
 					memory.Recreating[plan[i].Workload] = time.Now()
 					plan[i].Available, plan[i].Restarting = false, true
+					plan[i].Terminating = true // being deleted: no longer matched
 					for j := range plan {
 						plan[j].WorkloadBusy = plan[j].WorkloadBusy || (j != i && plan[j].Workload == plan[i].Workload)
 					}
@@ -363,12 +390,12 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
 	// the resourceVersion the resize left.
 	if ops := u.ResizePatch(); ops != nil {
-		if why, err := r.patchOrRefusal(&pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
+		if why, err := r.patchOrRefusal(ctx, &pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
 			r.notUpdatable(&pod, c, why)
 			return "", refusal{why: why}, err
 		}
 	}
-	if why, err := r.patchOrRefusal(&pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
+	if why, err := r.patchOrRefusal(ctx, &pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
 		r.notUpdatable(&pod, c, why)
 		return "", refusal{why: why}, err
 	}
@@ -445,9 +472,20 @@ func (r *RolloutReconciler) unknownInjection(pod *corev1.Pod, c *inject.Compiled
 
 // patchOrRefusal applies a patch; a refusal by the API server (an admission policy, an
 // infeasible resize) is returned as why the Pod is not updatable, naming what was refused.
-func (r *RolloutReconciler) patchOrRefusal(pod *corev1.Pod, ops []jsonpatch.Operation, what string, apply func(client.Patch) error) (string, error) {
+func (r *RolloutReconciler) patchOrRefusal(ctx context.Context, pod *corev1.Pod, ops []jsonpatch.Operation, what string, apply func(client.Patch) error) (string, error) {
+	tested := pod.ResourceVersion
 	err := patchPod(pod, ops, apply)
 	if refused := (*refusedError)(nil); errors.As(err, &refused) {
+		// A failed resourceVersion test comes back as Invalid with no word of the test (seen
+		// on 1.37): the Pod changed since it was read (its kubelet wrote its status) when its
+		// resourceVersion moved.
+		var live corev1.Pod
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
+			return "", client.IgnoreNotFound(err)
+		}
+		if live.ResourceVersion != tested {
+			return "", errStale
+		}
 		return fmt.Sprintf("the API server refused the %s: %s", what, refused.msg), nil
 	}
 	return "", err

@@ -152,6 +152,16 @@ type UpdateStrategy struct {
 	// +kubebuilder:default=Never
 	// +optional
 	Remediate RecreatePolicy `json:"remediate,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a workload's Pods may stay unavailable after the
+	// rollout evicted one of them (Recreate or Remediate: Evict). Past it the rollout halts:
+	// it starts no update and no eviction, and the RollingUpdate condition (reason Halted)
+	// says where and why (image pull, crash loop, readiness); events on the Pods name them.
+	// Any change of the spec resumes it. Default 600.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=10
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // RecreatePolicy says whether the rollout recreates Pods by eviction.

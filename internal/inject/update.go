@@ -99,7 +99,11 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		return u, nil
 	}
 	if injected != nil && injected.Hash == u.From {
-		if u.Blocked = edits(in, injected); len(u.Blocked) > 0 {
+		// A resize this update already made, whose image and record patch did not follow (the
+		// Pod changed in between), is the rollout's own doing, not an edit.
+		asInjected := in
+		asInjected.Pod = withResizeUndone(in.Pod, rec, current, injected)
+		if u.Blocked = edits(asInjected, injected); len(u.Blocked) > 0 {
 			return u, nil
 		}
 	}
@@ -192,6 +196,56 @@ func (u *InPlace) ResizePatch() []jsonpatch.Operation {
 
 func containerPath(init bool, i int) string {
 	return "/" + strings.ReplaceAll(listField(init), ".", "/") + "/" + strconv.Itoa(i)
+}
+
+// withResizeUndone returns pod (a copy, when anything changes) with each of the set's recorded
+// sidecars that already carries the current spec's requests and limits given the injected
+// revision's instead.
+func withResizeUndone(pod *corev1.Pod, rec Record, current, injected *CompiledSet) *corev1.Pod {
+	out := pod
+	for _, l := range []struct {
+		init  bool
+		names []string
+	}{{true, rec.InitContainers}, {false, rec.Containers}} {
+		now, was := current.Set.Spec.Containers, injected.Set.Spec.Containers
+		if l.init {
+			now, was = current.Set.Spec.InitContainers, injected.Set.Spec.InitContainers
+		}
+		for _, name := range l.names {
+			i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+			if l.init {
+				i = slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == name })
+			}
+			j := slices.IndexFunc(now, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == name })
+			k := slices.IndexFunc(was, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == name })
+			if i < 0 || j < 0 || k < 0 {
+				continue
+			}
+			list := &out.Spec.Containers
+			if l.init {
+				list = &out.Spec.InitContainers
+			}
+			have := (*list)[i].Resources
+			wantNow := podrules.DefaultedContainer(&now[j].Container, l.init, pod.Spec.HostNetwork).Resources
+			wantWas := podrules.DefaultedContainer(&was[k].Container, l.init, pod.Spec.HostNetwork).Resources
+			if _, changed := resized(have, wantNow); changed {
+				continue // not resized to the current spec
+			}
+			undone, changed := resized(have, wantWas)
+			if !changed {
+				continue
+			}
+			if out == pod {
+				out = pod.DeepCopy()
+				list = &out.Spec.Containers
+				if l.init {
+					list = &out.Spec.InitContainers
+				}
+			}
+			(*list)[i].Resources = undone
+		}
+	}
+	return out
 }
 
 // edits lists what of the set's content as it injected the Pod (injected, whose hash the

@@ -197,20 +197,34 @@ func containerImage(pod *corev1.Pod, name string) string {
 // sidecar someone changed since (kubectl set image) is reported and not updated; an untouched
 // one is.
 func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
-	old := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
+	cpu := func(v string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}}
+	}
+	old := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1", Resources: cpu("100m")})
 	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, old)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	injected := compile(t, old)[0]
-	current := webSet("agent", corev1.Container{Name: "agent", Image: "agent:2"})
+	current := webSet("agent", corev1.Container{Name: "agent", Image: "agent:2", Resources: cpu("200m")})
+	resources := func(v string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			q := resource.MustParse(v)
+			p.Spec.Containers[1].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q}, Limits: corev1.ResourceList{corev1.ResourceCPU: q}}
+		}
+	}
 	for _, tt := range []struct {
 		name        string
 		edit        func(*corev1.Pod)
 		wantBlocked string
+		wantResized int
 	}{
-		{"untouched", func(*corev1.Pod) {}, ""},
-		{"image set by hand", func(p *corev1.Pod) { p.Spec.Containers[1].Image = "agent:1-hotfix" }, "spec.containers[agent].image: changed since injection"},
+		{"untouched", func(*corev1.Pod) {}, "", 1},
+		{"image set by hand", func(p *corev1.Pod) { p.Spec.Containers[1].Image = "agent:1-hotfix" }, "spec.containers[agent].image: changed since injection", 0},
+		// The rollout's own resize went through and its image patch did not (the pod changed
+		// in between): not an edit, and only the image and the record are left to patch.
+		{"resized to the current spec already", resources("200m"), "", 0},
+		{"resources set by hand", resources("300m"), "spec.containers[agent].resources: changed since injection", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := res.Pod()
@@ -221,8 +235,8 @@ func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case tt.wantBlocked == "" && (len(u.Blocked) > 0 || len(u.Images) != 1):
-				t.Errorf("blocked %q, images %+v; want the image updated", u.Blocked, u.Images)
+			case tt.wantBlocked == "" && (len(u.Blocked) > 0 || len(u.Images) != 1 || len(u.Resources) != tt.wantResized):
+				t.Errorf("blocked %q, images %+v, resources %+v; want the image updated and %d resized", u.Blocked, u.Images, u.Resources, tt.wantResized)
 			case tt.wantBlocked != "" && (len(u.Blocked) != 1 || !strings.Contains(u.Blocked[0], tt.wantBlocked) || u.Patch() != nil):
 				t.Errorf("blocked %q, patch %v; want one entry containing %q and no patch", u.Blocked, u.Patch(), tt.wantBlocked)
 			case u.Recreatable:

@@ -86,6 +86,10 @@ type Strategy struct {
 	MaxUnavailable *intstr.IntOrString
 	// Paused stops new updates.
 	Paused bool
+	// InFlight counts restarts the rollout caused that no Pod shows: a Pod it evicted is gone
+	// and its controller has not created the replacement yet. They count against the
+	// set-wide budget.
+	InFlight int
 }
 
 // Plan is the planner's answer.
@@ -134,7 +138,7 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1)}
+	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1), Restarting: s.InFlight, Unavailable: s.InFlight}
 	// others: namespace -> Pods unavailable for reasons of their own.
 	others := map[string]int{}
 	// todo: injected outdated Pods (within the partition); remedy: Pods never injected.

@@ -68,6 +68,7 @@ func TestCompute(t *testing.T) {
 		{"one recreation per workload at a time", "ee o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{0, 2}, 0, 3, 1, false},
 		{"a workload with a pod being recreated waits", "Eb oo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{2, 3}, 0, 3, 1, false},
 		{"an evicted pod holds the set-wide budget", "E o", Strategy{}, nil, 0, 1, 1, false},
+		{"a recreation no pod shows yet holds the set-wide budget", "o", Strategy{InFlight: 1}, nil, 0, 1, 1, false},
 		{"never-injected pods are remediated outside the partition", "um", Strategy{Partition: ptr(intstr.FromInt32(1))}, []int{1}, 1, 1, 0, false},
 		{"never-injected pods without remediation are left", "ui", Strategy{}, nil, 0, 1, 0, true},
 		{"a terminating pod holds its namespace's budget", "too", Strategy{}, nil, 0, 1, 2, false},

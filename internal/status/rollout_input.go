@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 
@@ -54,7 +55,14 @@ type RolloutInput struct {
 	// Report are the Blocked Pods found so in this pass, whose Pod should hear why (an event);
 	// memory keeps the verdict, so each version of a Pod hears it once.
 	Report []BlockedPod
-	Counts Counts
+	// Stalled are the Pods of workloads still unavailable longer than the progress deadline
+	// after the rollout evicted one of their Pods, with why: the rollout halts.
+	Stalled []BlockedPod
+	// InFlight counts the workloads recreating a Pod of which no unavailable Pod is seen: the
+	// evicted Pod is gone and the replacement not yet created. Each holds one restart of the
+	// budget (rollout.Strategy.InFlight).
+	InFlight int
+	Counts  Counts
 }
 
 // PodKey is how a rollout names a Pod: namespace/name.
@@ -128,8 +136,18 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 	forgetUnseen(memory.Patched, seen)
 	forgetUnseen(memory.NotUpdatable, seen)
 	for w, at := range memory.Recreating {
-		if !workloadRecreating(at, now, unavailable[w]) {
+		switch {
+		case !workloadRecreating(at, now, unavailable[w]):
 			delete(memory.Recreating, w)
+		case !unavailable[w]:
+			in.InFlight++
+		}
+	}
+	deadline := time.Duration(ptr.Deref(strategy.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds)) * time.Second
+	for i, p := range in.Plan {
+		if at, ok := memory.Recreating[p.Workload]; ok && p.Workload != "" && !p.Available && !p.Terminating && now.Sub(at) > deadline {
+			pod := in.Targets[i]
+			in.Stalled = append(in.Stalled, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: notReadyReason(pod)})
 		}
 	}
 	for i := range in.Plan {
@@ -138,6 +156,25 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		}
 	}
 	return in
+}
+
+// DefaultProgressDeadlineSeconds is updateStrategy.progressDeadlineSeconds when it is unset.
+const DefaultProgressDeadlineSeconds = 600
+
+// notReadyReason is why the kubelet reports a Pod not ready: the first waiting container's
+// reason (ErrImagePull, ImagePullBackOff, CrashLoopBackOff...), else "not ready".
+func notReadyReason(pod *corev1.Pod) string {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, c := range list {
+			if w := c.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+				return c.Name + ": " + w.Reason
+			}
+		}
+	}
+	if starting(pod) {
+		return "still starting"
+	}
+	return "not ready"
 }
 
 // withoutController is why a Pod is left, with why it is not recreated when it would be but

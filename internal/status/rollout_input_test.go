@@ -56,6 +56,9 @@ func TestRolloutInputs(t *testing.T) {
 		want     []rollout.Pod
 		blocked  []BlockedPod
 		report   []BlockedPod
+		stalled  []BlockedPod
+		// wantInFlight: recreations no pod shows.
+		wantInFlight int
 		// wantMemory is the memory afterwards.
 		wantMemory RolloutMemory
 		// wantCounts, when set, is what status counts.
@@ -194,12 +197,36 @@ func TestRolloutInputs(t *testing.T) {
 		want:       []rollout.Pod{{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1"}},
 		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}},
 	}, {
-		name:       "Evict: a workload that evicted a pod moments ago still waits for the replacement",
-		evict:      true,
-		pods:       []*corev1.Pod{with(settledOld, named("b", "1"), ownedBy("ReplicaSet", "rs-1"))},
-		memory:     RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
-		want:       []rollout.Pod{{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1", WorkloadBusy: true}},
-		wantMemory: RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
+		name:         "Evict: a workload that evicted a pod moments ago still waits for the replacement",
+		evict:        true,
+		pods:         []*corev1.Pod{with(settledOld, named("b", "1"), ownedBy("ReplicaSet", "rs-1"))},
+		memory:       RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
+		want:         []rollout.Pod{{Key: "shop/b", Namespace: "shop", Injected: true, Available: true, Eligible: true, Recreate: true, Workload: "rs-1", WorkloadBusy: true}},
+		wantMemory:   RolloutMemory{NotUpdatable: map[string]Verdict{"shop/b": envChanged}, Recreating: map[string]time.Time{"rs-1": now.Add(-time.Second)}},
+		wantInFlight: 1,
+	}, {
+		name:  "Evict: a workload's pod still not available past the progress deadline stalls the rollout",
+		evict: true,
+		pods: []*corev1.Pod{testPod(named("a2", "1"), ownedBy("ReplicaSet", "rs-1"), injectedWith(map[string]string{"log-agent": set.Hash}),
+			func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
+					Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+			})},
+		memory:     RolloutMemory{Recreating: map[string]time.Time{"rs-1": now.Add(-11 * time.Minute)}},
+		want:       []rollout.Pod{{Key: "shop/a2", Namespace: "shop", Injected: true, Updated: true, Restarting: true, Eligible: true, Workload: "rs-1"}},
+		stalled:    []BlockedPod{{Namespace: "shop", Name: "a2", Why: "app: ImagePullBackOff"}},
+		wantMemory: RolloutMemory{Recreating: map[string]time.Time{"rs-1": now.Add(-11 * time.Minute)}},
+	}, {
+		name:  "Evict: within the progress deadline nothing stalls",
+		evict: true,
+		pods: []*corev1.Pod{testPod(named("a2", "1"), ownedBy("ReplicaSet", "rs-1"), injectedWith(map[string]string{"log-agent": set.Hash}),
+			func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{
+					Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+			})},
+		memory:     RolloutMemory{Recreating: map[string]time.Time{"rs-1": now.Add(-9 * time.Minute)}},
+		want:       []rollout.Pod{{Key: "shop/a2", Namespace: "shop", Injected: true, Updated: true, Restarting: true, Eligible: true, Workload: "rs-1"}},
+		wantMemory: RolloutMemory{Recreating: map[string]time.Time{"rs-1": now.Add(-9 * time.Minute)}},
 	}, {
 		name: "a terminating pod is never reported blocked",
 		pods: []*corev1.Pod{testPod(named("a", "1"), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
@@ -249,6 +276,12 @@ func TestRolloutInputs(t *testing.T) {
 			}
 			if tt.wantCounts != (Counts{}) && in.Counts != tt.wantCounts {
 				t.Errorf("counts %+v, want %+v", in.Counts, tt.wantCounts)
+			}
+			if in.InFlight != tt.wantInFlight {
+				t.Errorf("in flight %d, want %d", in.InFlight, tt.wantInFlight)
+			}
+			if !slices.Equal(in.Stalled, tt.stalled) {
+				t.Errorf("stalled %+v, want %+v", in.Stalled, tt.stalled)
 			}
 			if !slices.Equal(in.Report, tt.report) {
 				t.Errorf("report %+v, want %+v", in.Report, tt.report)

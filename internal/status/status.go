@@ -413,6 +413,27 @@ type Rollout struct {
 	// WaitingForBudget are the Pods to recreate whose PodDisruptionBudget allowed no eviction
 	// in this pass: they are tried again.
 	WaitingForBudget []BlockedPod
+	// Halted is why the rollout halted for this generation of the set (recreated Pods not
+	// available by the progress deadline); empty while it goes on.
+	Halted string
+}
+
+// HaltedReason is the RollingUpdate condition's reason while the rollout is halted.
+const HaltedReason = "Halted"
+
+// HaltSummary says why a rollout halts: the Pods not available by the deadline, counted by
+// namespace and by why (the Pods' names go to events on them).
+func HaltSummary(stalled []BlockedPod, deadlineSeconds int32) string {
+	byWhy := map[string]int{}
+	for _, b := range stalled {
+		byWhy[b.Why]++
+	}
+	var whys []string
+	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
+		whys = append(whys, fmt.Sprintf("%s: %d", w, byWhy[w]))
+	}
+	return fmt.Sprintf("%d recreated pods were not available %ds after the eviction (%s; %s); the rollout starts no update or eviction "+
+		"until the spec changes (fix it, or set updateStrategy.paused and unset it)", len(stalled), deadlineSeconds, countByNamespace(stalled), namedList(whys))
 }
 
 // BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
@@ -447,6 +468,9 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 		progress += fmt.Sprintf(" (partition keeps %d)", p.Keep)
 	}
 	switch {
+	case ro.Halted != "":
+		cond.Status, cond.Reason = metav1.ConditionFalse, HaltedReason
+		cond.Message = progress + "; " + ro.Halted
 	case set.Set.Spec.UpdateStrategy.Paused && p.Waiting > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, "Paused"
 		cond.Message = progress + fmt.Sprintf("; spec.updateStrategy.paused is true: %d pods wait", p.Waiting)
@@ -530,7 +554,7 @@ func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, roll
 	}
 	if rolling != nil {
 		switch rolling.Reason {
-		case "Progressing", "Paused", "PodsNotUpdatable":
+		case "Progressing", "Paused", "PodsNotUpdatable", HaltedReason:
 			reason := rolling.Reason
 			if reason != "PodsNotUpdatable" {
 				reason = "RollingUpdate" + reason

@@ -118,3 +118,38 @@ func TestChangesThatCannotBeMadeInPlaceRecreatePodsByEviction(t *testing.T) {
 		t.Errorf("evictions of pods never injected = %v, want 1", n)
 	}
 }
+
+// TestRolloutHaltsWhenRecreatedPodsDoNotComeBack: a pod recreated after an eviction that is
+// not available by the progress deadline halts the rollout (reason Halted, an event on the
+// pod), and no other pod is evicted; a change of the spec resumes it.
+func TestRolloutHaltsWhenRecreatedPodsDoNotComeBack(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	web, other := replicaSet(t, ns, "web"), replicaSet(t, ns, "other")
+	set := rollingSet("halt", "halt")
+	set.Spec.UpdateStrategy.Recreate = appsv1alpha1.RecreateEvict
+	set.Spec.UpdateStrategy.ProgressDeadlineSeconds = ptr.To[int32](10)
+	createSet(t, set)
+	first, second := ownedPod(ns, "a-web-0", "halt", &web), ownedPod(ns, "b-other-0", "halt", &other)
+	must(t, k8s.Create(ctx, first))
+	must(t, k8s.Create(ctx, second))
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
+	})
+	eventually(t, "the first pod to be evicted", func() (bool, string) { return gone(t, first), "still there" })
+	// The ReplicaSet's controller (not run here) makes a replacement that never becomes ready.
+	replacement := ownedPod(ns, "a-web-1", "halt", &web)
+	replacement.Spec.Containers[0].Image = "registry.example/app:broken"
+	must(t, k8s.Create(ctx, replacement))
+
+	rollingCondition(t, set, "Halted", "1 recreated pods were not available 10s after the eviction ("+ns+": 1; not ready: 1)")
+	waitForEvent(t, "Pod", ns, replacement.Name, "RolloutHalted", "not available 10s after the eviction")
+	stays(t, 2*time.Second, "no other pod evicted while halted", func() (bool, string) { return !gone(t, second), "the second pod was evicted" })
+
+	// Fixed (the broken pod goes), and the spec changed: the rollout goes on.
+	must(t, k8s.Delete(ctx, replacement))
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.UpdateStrategy.ProgressDeadlineSeconds = ptr.To[int32](20) })
+	eventually(t, "the second pod to be evicted once resumed", func() (bool, string) { return gone(t, second), "still there" })
+}

@@ -28,7 +28,7 @@ import (
 // every container running its spec image and the pod Ready; when a container's image changes
 // in the spec, it takes the pod out of Ready, and after delay reports the new image running and
 // the pod Ready again, unless the image contains "broken" (such a container never becomes
-// ready). At every scan it counts the pods that are unavailable (not Ready, or running another
+// ready, nor does one the pod was created with). At every scan it counts the pods that are unavailable (not Ready, or running another
 // image than the spec names) and keeps the highest count.
 type fakeKubelet struct {
 	ns    string
@@ -37,9 +37,15 @@ type fakeKubelet struct {
 	// running and ready, and the pod Ready, as a real kubelet does for the old container's
 	// termination grace period.
 	keepsReady bool
+	// refusesResize: a container's resources changed since the kubelet first saw the pod get
+	// the PodResizePending condition with reason Infeasible, as a node without room for them
+	// reports.
+	refusesResize bool
 
 	testutil.Budget
 	since map[string]time.Time // pod/container -> when its image changed; only scan uses it
+	// resources: pod/container -> the resources the kubelet first saw; only scan uses it.
+	resources map[string]corev1.ResourceRequirements
 }
 
 func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet {
@@ -49,7 +55,7 @@ func startFakeKubelet(t *testing.T, ns string, delay time.Duration) *fakeKubelet
 
 func runFakeKubelet(t *testing.T, k *fakeKubelet) *fakeKubelet {
 	t.Helper()
-	k.since = map[string]time.Time{}
+	k.since, k.resources = map[string]time.Time{}, map[string]corev1.ResourceRequirements{}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -108,6 +114,9 @@ func (k *fakeKubelet) statusOf(pod *corev1.Pod) corev1.PodStatus {
 					}
 				}
 			}
+			if strings.Contains(cs.Image, "broken") {
+				cs.Ready = false // created with it: never ready
+			}
 			if cs.Image == c.Image && cs.Ready {
 				delete(k.since, key)
 			}
@@ -131,12 +140,40 @@ func (k *fakeKubelet) statusOf(pod *corev1.Pod) corev1.PodStatus {
 	if st.Conditions[0].LastTransitionTime.IsZero() {
 		st.Conditions[0].LastTransitionTime = metav1.Now()
 	}
+	if k.refusesResize && k.resized(pod) {
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonInfeasible, Message: "Node didn't have enough capacity: cpu", LastTransitionTime: metav1.Now()})
+	}
 	return st
 }
 
+// resized reports whether a container's resources changed since the kubelet first saw the pod.
+func (k *fakeKubelet) resized(pod *corev1.Pod) bool {
+	changed := false
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			key := pod.Name + "/" + c.Name
+			first, seen := k.resources[key]
+			if !seen {
+				k.resources[key] = c.Resources
+				continue
+			}
+			changed = changed || !equality.Semantic.DeepEqual(first, c.Resources)
+		}
+	}
+	return changed
+}
+
 func equalStatuses(a, b corev1.PodStatus) bool {
-	return fmt.Sprint(a.ContainerStatuses, a.InitContainerStatuses, a.Phase, testutil.ReadyStatus(a)) ==
-		fmt.Sprint(b.ContainerStatuses, b.InitContainerStatuses, b.Phase, testutil.ReadyStatus(b))
+	conditions := func(st corev1.PodStatus) string {
+		var out []string
+		for _, c := range st.Conditions {
+			out = append(out, fmt.Sprint(c.Type, c.Status, c.Reason))
+		}
+		return strings.Join(out, ",")
+	}
+	return fmt.Sprint(a.ContainerStatuses, a.InitContainerStatuses, a.Phase, conditions(a)) ==
+		fmt.Sprint(b.ContainerStatuses, b.InitContainerStatuses, b.Phase, conditions(b))
 }
 
 // rollingSet is a set with a regular and a native sidecar, updated in place one pod at a time.
@@ -351,6 +388,29 @@ func TestRollingUpdateResizesInPlace(t *testing.T) {
 	if fmt.Sprint(after.Spec.Containers[0]) != fmt.Sprint(before.Spec.Containers[0]) {
 		t.Errorf("the app container changed:\n%+v\n%+v", before.Spec.Containers[0], after.Spec.Containers[0])
 	}
+}
+
+// TestInfeasibleResizeIsReportedNotRetried: a resize the kubelet refuses (PodResizePending,
+// Infeasible) leaves the pod updated by its record but not by its resources: the condition
+// counts it, an event on the pod says why, and the rollout does not patch it again.
+func TestInfeasibleResizeIsReportedNotRetried(t *testing.T) {
+	needsKubernetes(t, 33, "in-place resize (pods/resize)")
+	ns := limitRangeNamespace(t)
+	runFakeKubelet(t, &fakeKubelet{ns: ns, delay: 50 * time.Millisecond, refusesResize: true})
+	set := createSet(t, rollingSet("infeasible", "infeasible"))
+	pods := rolloutPods(t, ns, "infeasible", 2)
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+	})
+	rollingCondition(t, set, "PodsNotUpdatable", "2 of 2 matched pods carry hash", "2 pods cannot be updated in place")
+	waitForEvent(t, "Pod", ns, pods[0].Name, "PodNotUpdatable", "the kubelet refused the in-place resize", "Infeasible", "Node didn't have enough capacity")
+	rv := getPod(t, pods[0]).ResourceVersion
+	stays(t, 2*time.Second, "the refused pod left alone", func() (bool, string) {
+		pod := getPod(t, pods[0])
+		return pod.ResourceVersion == rv, "resourceVersion " + pod.ResourceVersion
+	})
 }
 
 // TestRevisionsAreStoredPrunedAndRenumbered: every distinct content is stored as a
