@@ -62,7 +62,7 @@ type RolloutInput struct {
 	// evicted Pod is gone and the replacement not yet created. Each holds one restart of the
 	// budget (rollout.Strategy.InFlight).
 	InFlight int
-	Counts  Counts
+	Counts   Counts
 }
 
 // PodKey is how a rollout names a Pod: namespace/name.
