@@ -16,6 +16,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // Verdict is what a SidecarSet does to a Pod. The values are stable: scripts may read them.
@@ -203,7 +204,11 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 		return ""
 	}
 	hash, ok := inject.InjectedHash(p.Pod.Annotations, c.Name())
+	strategy := c.Set.Spec.UpdateStrategy
+	rolling := strategy.Type == appsv1alpha1.RollingUpdate
 	switch {
+	case !ok && rolling && strategy.Remediate == appsv1alpha1.RecreateEvict:
+		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); " + recreation(p.Pod, c)
 	case !ok:
 		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
 	case hash == c.Hash:
@@ -220,11 +225,23 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	switch {
 	case err != nil:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s): %v", hash, c.Hash, err)
+	case len(u.Blocked) > 0 && u.Recreatable && injected != nil && strategy.Recreate == appsv1alpha1.RecreateEvict:
+		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place (%s); %s", hash, c.Hash, strings.Join(u.Blocked, "; "), recreation(p.Pod, c))
 	case len(u.Blocked) > 0:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place: %s", hash, c.Hash, strings.Join(u.Blocked, "; "))
 	}
 	return fmt.Sprintf("outdated (hash %s, the set is at %s): the rolling update will update it in place (see `kubectl sidecarset status %s` for partition, pause and budget)",
 		hash, c.Hash, c.Name())
+}
+
+// recreation says whether the rolling update recreates the pod by eviction, or why not.
+func recreation(pod *corev1.Pod, c *inject.CompiledSet) string {
+	owner, why := status.RecreatingController(pod)
+	if owner == nil {
+		return "the rolling update does not recreate it: " + why
+	}
+	return fmt.Sprintf("the rolling update evicts it and its %s %s recreates it with the current sidecars (PodDisruptionBudgets hold; see `kubectl sidecarset status %s` for the budget)",
+		owner.Kind, owner.Name, c.Name())
 }
 
 func orDefault(s, def string) string {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -59,6 +60,17 @@ func TestSidecarsOfExistingPods(t *testing.T) {
 	delete(notInjected.Annotations, appsv1alpha1.StatusAnnotation)
 	notInjected.Spec.Containers = notInjected.Spec.Containers[:1]
 
+	evicting := func(set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
+		set.Spec.UpdateStrategy.Recreate, set.Spec.UpdateStrategy.Remediate = appsv1alpha1.RecreateEvict, appsv1alpha1.RecreateEvict
+		return set
+	}
+	envChanged := evicting(agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate))
+	envChanged.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
+	owned := func(pod *corev1.Pod) *corev1.Pod {
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d8f", UID: "rs-1", Controller: ptr.To(true)}}
+		return pod
+	}
+
 	for _, tc := range []struct {
 		name     string
 		set      *appsv1alpha1.SidecarSet
@@ -74,6 +86,14 @@ func TestSidecarsOfExistingPods(t *testing.T) {
 		{"outdated, edited since injection", agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate), edited, v1Rolling,
 			[]string{"not updatable in place", "spec.containers[agent].image: changed since injection"}},
 		{"not injected", v1Rolling, notInjected, nil, []string{"not injected", "recreate it to inject"}},
+		{"outdated, not updatable in place, recreated by eviction", envChanged, owned(injectedPod(t, v1Rolling)), v1Rolling,
+			[]string{"not updatable in place (spec.containers[agent].env: changed", "the rolling update evicts it and its ReplicaSet web-5d8f recreates it"}},
+		{"outdated, not updatable in place, a bare pod", envChanged, injectedPod(t, v1Rolling), v1Rolling,
+			[]string{"not updatable in place (spec.containers[agent].env", "the rolling update does not recreate it: it has no controller"}},
+		{"outdated, edited, never recreated", evicting(agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate)), owned(edited.DeepCopy()), v1Rolling,
+			[]string{"not updatable in place: spec.containers[agent].image: changed since injection"}},
+		{"not injected, remediated", evicting(agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate)), owned(notInjected.DeepCopy()), nil,
+			[]string{"not injected", "the rolling update evicts it and its ReplicaSet web-5d8f recreates it"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{ExcludedNamespaces: sets.New("kube-system")}
