@@ -74,9 +74,9 @@ func TestSpecChangeAndRolloutRestart(t *testing.T) {
 	dep := newDeployment(t, ns, "rollout", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3}, converge)
 
+	// The operator writes the set's status meanwhile: editSet retries on conflicts.
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:1.1" })
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
-	set.Spec.Containers[0].Image = "registry.example/agent:1.1"
-	must(t, k8s.Update(ctx, set))
 	newHash := inject.Hash(&set.Spec)
 	waitForCounts(t, set, counts{3, 0, 3, 0}, converge)
 

@@ -189,11 +189,11 @@ func TestPolicyModePinnedRevision(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: revision.Name(set.Name, first)}, stored)
 		return err == nil, fmt.Sprint(err)
 	})
-	var cur appsv1alpha1.SidecarSet
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
-	cur.Spec.Containers[0].Image = "registry.example/agent:2.0"
-	cur.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: stored.Name}
-	must(t, k8s.Update(ctx, &cur))
+	// The operator writes the set's status meanwhile: retry on conflicts.
+	editSet(t, set, func(cur *appsv1alpha1.SidecarSet) {
+		cur.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		cur.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: stored.Name}
+	})
 
 	labels := map[string]string{"app": "pinned", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}
 	sidecar := func(image, hash string) func() (bool, string) {
@@ -218,6 +218,7 @@ func TestPolicyModePinnedRevision(t *testing.T) {
 	eventually(t, converge, "PolicyCompiled=False naming the missing revision", func() (bool, string) {
 		return policyCompiled(t, set, metav1.ConditionFalse, "Unsupported", "revision "+stored.Name+", which is not stored")
 	})
+	var cur appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
 	eventually(t, 30*time.Second, "the webhook to inject the current spec", sidecar("registry.example/agent:2.0", inject.Hash(&cur.Spec)))
 }
