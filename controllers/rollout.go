@@ -251,18 +251,12 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, status.DefaultProgressDeadlineSeconds)
 		ro.Halted = status.HaltSummary(in.Stalled, deadline)
 		for _, b := range in.Stalled {
-			r.recordEvent(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}, corev1.EventTypeWarning, "RolloutHalted", "Evict",
+			r.recordEvent(in.Target(b), corev1.EventTypeWarning, "RolloutHalted", "Evict",
 				"SidecarSet %s halted its rollout: this pod of a workload it recreated is not available %ds after the eviction (%s)", c.Name(), deadline, b.Why)
 		}
 	}
 	for _, b := range in.Report {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
-		for _, t := range in.Targets {
-			if t.Namespace == b.Namespace && t.Name == b.Name {
-				pod = t
-			}
-		}
-		r.notUpdatable(pod, c, b.Why)
+		r.notUpdatable(in.Target(b), c, b.Why)
 	}
 
 	// Plan, update, and plan again while planned pods turn out not updatable: the budget they

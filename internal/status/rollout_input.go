@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -63,6 +64,17 @@ type RolloutInput struct {
 	// budget (rollout.Strategy.InFlight).
 	InFlight int
 	Counts   Counts
+}
+
+// Target is the selected Pod a BlockedPod of this input names (Report and Stalled are rare:
+// a walk is enough).
+func (in RolloutInput) Target(b BlockedPod) *corev1.Pod {
+	for _, t := range in.Targets {
+		if t.Namespace == b.Namespace && t.Name == b.Name {
+			return t
+		}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
 }
 
 // PodKey is how a rollout names a Pod: namespace/name.

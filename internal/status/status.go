@@ -424,16 +424,9 @@ const HaltedReason = "Halted"
 // HaltSummary says why a rollout halts: the Pods not available by the deadline, counted by
 // namespace and by why (the Pods' names go to events on them).
 func HaltSummary(stalled []BlockedPod, deadlineSeconds int32) string {
-	byWhy := map[string]int{}
-	for _, b := range stalled {
-		byWhy[b.Why]++
-	}
-	var whys []string
-	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
-		whys = append(whys, fmt.Sprintf("%s: %d", w, byWhy[w]))
-	}
 	return fmt.Sprintf("%d recreated pods were not available %ds after the eviction (%s; %s); the rollout starts no update or eviction "+
-		"until the spec changes (fix it, or set updateStrategy.paused and unset it)", len(stalled), deadlineSeconds, countByNamespace(stalled), namedList(whys))
+		"until the spec changes (fix it, or set updateStrategy.paused and unset it)", len(stalled), deadlineSeconds,
+		countBy(stalled, func(b BlockedPod) string { return b.Namespace }), countBy(stalled, func(b BlockedPod) string { return b.Why }))
 }
 
 // BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
@@ -503,13 +496,18 @@ func budgetSummary(waiting []BlockedPod) string {
 
 // countByNamespace is "a: 2, b: 1" for the Pods' namespaces, naming at most maxNamed.
 func countByNamespace(pods []BlockedPod) string {
-	byNamespace := map[string]int{}
+	return countBy(pods, func(b BlockedPod) string { return b.Namespace })
+}
+
+// countBy is "a: 2, b: 1" for the Pods' keys, sorted, naming at most maxNamed.
+func countBy(pods []BlockedPod, key func(BlockedPod) string) string {
+	n := map[string]int{}
 	for _, b := range pods {
-		byNamespace[b.Namespace]++
+		n[key(b)]++
 	}
 	var counts []string
-	for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
-		counts = append(counts, fmt.Sprintf("%s: %d", ns, byNamespace[ns]))
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		counts = append(counts, fmt.Sprintf("%s: %d", k, n[k]))
 	}
 	return namedList(counts)
 }
