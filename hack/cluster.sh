@@ -12,6 +12,9 @@
 # State (certificates, admin kubeconfig, logs, pids, ports, etcd data):
 # ${SIDECARSET_CLUSTER_DIR:-<repo>/bin/cluster}. Progress goes to stderr.
 # SIDECARSET_CLUSTER_TIMEOUT (seconds, default 60) bounds each readiness wait.
+# SIDECARSET_REAL_NODE=true adds a real node (containerd and the kubelet, hack/node.sh) beside
+# kwok's, and has the API server reach the kubelet and webhook Services the way loopback allows:
+# through the node's InternalIP and the Services' endpoints (there is no kube-proxy).
 # SIDECARSET_APISERVER_PROFILING=true serves the API server's /debug/pprof (make bench-scale's
 # SIDECARSET_SCALE_PROFILE_DIR reads it); off by default, as in production.
 set -euo pipefail
@@ -21,6 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 TIMEOUT=${SIDECARSET_CLUSTER_TIMEOUT:-60}
 APISERVER_PROFILING=${SIDECARSET_APISERVER_PROFILING:-false}
+REAL_NODE=${SIDECARSET_REAL_NODE:-false}
 NODE_NAME=kwok-node-0
 
 usage() {
@@ -97,6 +101,7 @@ on_up_exit() {
   if ((${#STARTED[@]} > 0)); then
     log "up failed or was interrupted; stopping what it started (logs stay in $STATE_DIR/logs)"
     for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do stop_bg "${STARTED[i]}" || true; done
+    if [[ $REAL_NODE == true ]]; then "$REPO_ROOT/hack/node.sh" down || true; fi
   fi
   exit "$rc"
 }
@@ -117,7 +122,10 @@ launch() {
 etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
 start_components() {
-  local c=$STATE_DIR/certs k=$KUBECONFIG_FILE
+  local c=$STATE_DIR/certs k=$KUBECONFIG_FILE real_node_flags=()
+  if [[ $REAL_NODE == true ]]; then
+    real_node_flags=(--kubelet-preferred-address-types=InternalIP --enable-aggregator-routing=true)
+  fi
   launch etcd "127.0.0.1:$ETCD_PORT" etcd_healthy -- \
     "$BIN_DIR/etcd" --name=local --data-dir="$STATE_DIR/etcd" \
     --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
@@ -134,7 +142,7 @@ start_components() {
     --service-account-key-file="$c/sa.pub" --service-account-signing-key-file="$c/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
     --enable-admission-plugins=ServiceAccount,LimitRanger,AlwaysPullImages,PodSecurity \
-    --profiling="$APISERVER_PROFILING"
+    --profiling="$APISERVER_PROFILING" "${real_node_flags[@]}"
 
   launch kube-controller-manager "127.0.0.1:$CONTROLLER_MANAGER_PORT" \
     http_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" -- \
@@ -152,7 +160,8 @@ start_components() {
 
   # Pod IPs from a range of their own, apart from the service range.
   launch kwok "127.0.0.1:$KWOK_PORT" http_ok "http://127.0.0.1:$KWOK_PORT/healthz" -- \
-    "$BIN_DIR/kwok" --kubeconfig="$k" --manage-all-nodes=true --config="$BIN_DIR/kwok-stages.yaml" \
+    "$BIN_DIR/kwok" --kubeconfig="$k" --config="$BIN_DIR/kwok-stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --config="$REPO_ROOT/hack/kwok/sidecar-update-stages.yaml" \
     --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KWOK_PORT" --cidr=10.244.0.0/16
 }
@@ -221,6 +230,9 @@ cmd_up() {
   trap 'exit 130' INT TERM
   start_components
   create_node
+  if [[ $REAL_NODE == true ]]; then
+    "$REPO_ROOT/hack/node.sh" up
+  fi
   trap - EXIT INT TERM
   log "up in $(since "$start"): export KUBECONFIG=$KUBECONFIG_FILE"
 }
@@ -233,6 +245,10 @@ remove_state() {
   [[ -d $STATE_DIR ]] || return 0
   if [[ ! -f $STATE_DIR/$STATE_MARKER ]]; then
     die "$STATE_DIR has no $STATE_MARKER: not a directory this script created; not removing it"
+  fi
+  # The real node first: its containers, mounts and cgroups, which stopping its pid would leave.
+  if [[ -e $STATE_DIR/node.env || -d $STATE_DIR/node ]]; then
+    "$REPO_ROOT/hack/node.sh" down
   fi
   local f name i others=()
   for f in "$STATE_DIR"/pids/*.pid; do

@@ -4,6 +4,7 @@
 #
 #   hack/controlplane-build.sh envtest   kube-apiserver, etcd, kubectl   (what `make test` needs)
 #   hack/controlplane-build.sh all       envtest + kube-controller-manager, kube-scheduler, kwok
+#   hack/controlplane-build.sh node      all + kubelet (a real node; containerd comes from hack/node.sh)
 #
 # Prints the directory holding the binaries on its last line of stdout; progress goes to stderr.
 # Safe to run concurrently: a lock serialises builds of the same versions.
@@ -20,7 +21,8 @@ dest="$cache_root/controlplane/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KW
 case "$set_name" in
   envtest) want=(kube-apiserver etcd kubectl) ;;
   all) want=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok) ;;
-  *) echo "usage: $0 envtest|all" >&2; exit 2 ;;
+  node) want=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok kubelet) ;;
+  *) echo "usage: $0 envtest|all|node" >&2; exit 2 ;;
 esac
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
@@ -64,7 +66,7 @@ build_kubernetes() {
   } >"$mod/go.mod"
   printf 'package tools\n\nimport (\n' >"$mod/tools.go"
   local cmds=() c
-  for c in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
+  for c in kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet; do
     need "$c" && cmds+=("k8s.io/kubernetes/cmd/$c")
   done
   [[ ${#cmds[@]} -gt 0 ]] || return 0

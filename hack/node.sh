@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# A real node for hack/cluster.sh's local cluster: containerd 2.x and the kubelet, built from the
+# Go module proxy, running real containers with runc (Debian's package) beside kwok's fake node.
+# Loopback only: the node's one address is InternalIP 127.0.0.1, pods use the host's network
+# (a placeholder CNI plugin refuses any other), and images come from a registry on 127.0.0.1
+# holding the test images (test/images) and whatever `push` adds.
+#
+#   hack/node.sh up       build what is missing, start the registry and the node, wait until the
+#                         node is Ready (the cluster must be up; hack/cluster.sh up calls this
+#                         when SIDECARSET_REAL_NODE=true)
+#   hack/node.sh down     stop the node and the registry; remove every container, mount, cgroup
+#                         and the Node object (hack/cluster.sh down calls it)
+#   hack/node.sh push NAME:TAG BINARY|IMAGE.tar [ARG|ENV=VALUE...]
+#                         push an image to the registry; prints REGISTRY/NAME:TAG
+#   hack/node.sh registry print the registry's host:port
+#
+# The node is named real-node-0 and labelled sidecarset.io/real-node=true. It runs containerd and
+# the kubelet in a private mount namespace (hack/realnode/node-ns.sh): the kubelet's changes to
+# kernel settings never reach the host. Needs root (runc, cgroups, mounts).
+# State: $SIDECARSET_CLUSTER_DIR/node (see hack/cluster.sh).
+set -euo pipefail
+LOG_PREFIX=node
+# shellcheck source=hack/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+TIMEOUT=${SIDECARSET_CLUSTER_TIMEOUT:-60}
+REAL_NODE_NAME=real-node-0
+NODE_DIR=$STATE_DIR/node
+PAUSE_IMAGE=pause:3.10
+# The test images: NAME:TAG and the environment baked into each (test/images/testserver).
+TEST_IMAGES=(
+  "app:v1 VERSION=app-v1"
+  "agent:v1 VERSION=agent-v1"
+  "agent:v2 VERSION=agent-v2"
+  "agent:v3 VERSION=agent-v3"
+  "slow-agent:v1 VERSION=slow-agent-v1 EXIT_DELAY=4s"
+  "slow-agent:v2 VERSION=slow-agent-v2 EXIT_DELAY=4s"
+  "never-ready:v1 VERSION=never-ready-v1 NEVER_READY=true"
+)
+
+usage() {
+  print_usage "${BASH_SOURCE[0]}"
+  exit 2
+}
+
+load_node_env() {
+  [[ -f $STATE_DIR/node.env ]] || return 1
+  # shellcheck disable=SC1091
+  source "$STATE_DIR/node.env"
+}
+
+# ---- build ----
+
+ensure_runc() {
+  command -v runc >/dev/null && return
+  [[ $(id -u) == 0 ]] || die "runc is not installed and only root can install it: apt-get install runc"
+  log "installing runc from Debian's packages"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc >/dev/null
+}
+
+# node_tools: a directory holding containerd, its runc shim and ctr (built and cached by
+# hack/tool.sh), first in the node's PATH so containerd finds its own shim.
+node_tools() {
+  local d=$NODE_DIR/bin t
+  mkdir -p "$d"
+  for t in containerd containerd-shim-runc-v2 ctr; do
+    "$REPO_ROOT/hack/tool.sh" "$t" "github.com/containerd/containerd/v2/cmd/$t@$CONTAINERD_VERSION" >&2
+    cp -L "$REPO_ROOT/bin/$t" "$d/$t"
+  done
+  echo "$d"
+}
+
+# ---- registry and images ----
+
+push() {
+  local ref=127.0.0.1:$REGISTRY_PORT/$1
+  shift
+  devtool push "$ref" "$@" || die "pushing $ref failed"
+  echo "$ref"
+}
+
+push_test_images() {
+  local bin=$NODE_DIR/images/testserver spec img
+  mkdir -p "$NODE_DIR/images"
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin" ./test/images/testserver) ||
+    die "building test/images/testserver failed"
+  push "$PAUSE_IMAGE" "$bin" pause >/dev/null
+  for spec in "${TEST_IMAGES[@]}"; do
+    read -r -a img <<<"$spec"
+    push "${img[0]}" "$bin" "${img[@]:1}" >/dev/null
+  done
+}
+
+# ---- node configuration ----
+
+write_node_config() {
+  local c=$STATE_DIR/certs d=$NODE_DIR
+  mkdir -p "$d"/{cni/bin,cni/conf,certs.d/127.0.0.1:"$REGISTRY_PORT",kubelet,pod-logs,containerd}
+  new_cert "$c" ca "node-$REAL_NODE_NAME" "/O=system:nodes/CN=system:node:$REAL_NODE_NAME" "$(
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=clientAuth'
+  )"
+  cat >"$d/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $c/ca.crt
+users:
+- name: node
+  user:
+    client-certificate: $c/node-$REAL_NODE_NAME.crt
+    client-key: $c/node-$REAL_NODE_NAME.key
+contexts:
+- name: node
+  context: {cluster: local, user: node}
+current-context: node
+EOF
+  install -m 0755 "$REPO_ROOT/hack/realnode/cni-hostnetwork.sh" "$d/cni/bin/hostnetwork-only"
+  install -m 0755 "$REPO_ROOT/hack/realnode/cni-hostnetwork.sh" "$d/cni/bin/loopback"
+  cat >"$d/cni/conf/10-hostnetwork-only.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "hostnetwork-only", "plugins": [{"type": "hostnetwork-only"}]}
+EOF
+  cat >"$d/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<EOF
+server = "http://127.0.0.1:$REGISTRY_PORT"
+[host."http://127.0.0.1:$REGISTRY_PORT"]
+  capabilities = ["pull", "resolve"]
+EOF
+  # restrict_oom_score_adj: this machine denies CAP_SYS_RESOURCE, without which runc cannot lower
+  # a container's oom_score_adj and every sandbox fails to start.
+  cat >"$d/containerd.toml" <<EOF
+version = 3
+root = "$d/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "127.0.0.1:$REGISTRY_PORT/$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$d/certs.d"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$d/cni/bin"]
+    conf_dir = "$d/cni/conf"
+EOF
+  # cgroup v1 (this machine's layout) must be allowed explicitly since kubelet 1.35. Eviction
+  # thresholds are low: the node shares the machine's disk and memory with everything else.
+  cat >"$d/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: $KUBELET_PORT
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+readOnlyPort: 0
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+podLogsDir: $d/pod-logs
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+maxPods: 30
+EOF
+}
+
+# ---- up ----
+
+node_ready() {
+  [[ $(kubectl get node "$REAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+
+node_registered() { kubectl get node "$REAL_NODE_NAME"; }
+
+node_logs() {
+  local f
+  for f in "$NODE_DIR/containerd.log" "$NODE_DIR/kubelet.log"; do
+    [[ -f $f ]] || continue
+    log "last lines of $f:"
+    tail -n 20 "$f" | sed 's/^/    /' >&2
+  done
+}
+
+cmd_up() {
+  cluster_up || die "the cluster is not up: run SIDECARSET_REAL_NODE=true hack/cluster.sh up"
+  take_lock "$STATE_DIR.node.lock"
+  if load_node_env && running registry && running node && node_ready; then
+    log "already up: node $REAL_NODE_NAME Ready, registry 127.0.0.1:$REGISTRY_PORT"
+    return
+  fi
+  [[ $(id -u) == 0 ]] || die "a real node needs root (runc, cgroups, mounts)"
+  local start node_start kubelet_bin tools ports cg
+  start=$(now_us)
+  stop_node
+  ensure_runc
+  kubelet_bin=$("$REPO_ROOT/hack/controlplane-build.sh" node | tail -n 1)/kubelet
+  tools=$(node_tools)
+  read -r -a ports <<<"$(free_ports 3)"
+  cat >"$STATE_DIR/node.env" <<EOF
+REGISTRY_PORT=${ports[0]}
+KUBELET_PORT=${ports[1]}
+KUBELET_HEALTHZ_PORT=${ports[2]}
+EOF
+  load_node_env
+  log "binaries ready ($(since "$start"))"
+
+  mkdir -p "$NODE_DIR/registry"
+  start_bg registry "$(devtool_bin)" registry "$REGISTRY_PORT" "$NODE_DIR/registry"
+  wait_for registry "$TIMEOUT" "the registry" http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || exit 1
+  push_test_images
+  log "registry on 127.0.0.1:$REGISTRY_PORT with the test images ($(since "$start"))"
+
+  write_node_config
+  # One cgroup (in the pids hierarchy) holds the node's daemons and shims, so that down finds
+  # every process they left, whatever state they are in.
+  cg=/sys/fs/cgroup/pids/sidecarset-node-$(sha256sum <<<"$STATE_DIR" | cut -c1-12)
+  mkdir -p "$cg"
+  echo "$cg" >"$NODE_DIR/cgroup"
+  node_start=$(now_us)
+  start_bg node unshare --mount --propagation slave "$REPO_ROOT/hack/realnode/node-ns.sh" \
+    "$NODE_DIR" "$tools" "$kubelet_bin" \
+    --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_DIR/kubeconfig" --root-dir="$NODE_DIR/kubelet" \
+    --cert-dir="$NODE_DIR/kubelet/pki" --hostname-override="$REAL_NODE_NAME" --node-ip=127.0.0.1 \
+    --node-labels=sidecarset.io/real-node=true
+  wait_for node "$TIMEOUT" "node $REAL_NODE_NAME registered" node_registered || { node_logs; exit 1; }
+  # The kubelet refuses a loopback node IP and publishes no address; the API server reaches the
+  # kubelet (logs, exec) and hostNetwork pods get their IP through this one. Never a Hostname
+  # address: the API server would resolve it through the machine's resolver, off loopback.
+  kubectl patch node "$REAL_NODE_NAME" --subresource=status --type=merge \
+    -p '{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"}]}}' >/dev/null
+  wait_for node "$TIMEOUT" "node $REAL_NODE_NAME Ready" node_ready || { node_logs; exit 1; }
+  log "node $REAL_NODE_NAME Ready in $(since "$node_start") (up in $(since "$start"))"
+}
+
+# ---- down ----
+
+# kill_cgroup_tree DIR: kill every process in the cgroup DIR and below, then remove them all.
+kill_cgroup_tree() {
+  local dir=$1 procs i
+  [[ -d $dir ]] || return 0
+  for ((i = 0; i < 50; i++)); do
+    procs=$(find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null)
+    [[ -z $procs ]] && break
+    # shellcheck disable=SC2086
+    kill -KILL $procs 2>/dev/null || true
+    sleep 0.1
+  done
+  find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  [[ ! -d $dir ]] || log "warning: could not remove cgroup $dir"
+}
+
+stop_node() {
+  local h
+  stop_bg node
+  [[ ! -f $NODE_DIR/cgroup ]] || kill_cgroup_tree "$(cat "$NODE_DIR/cgroup")"
+  # The kubelet's pod cgroups, in every hierarchy of this machine's cgroup v1 layout.
+  for h in /sys/fs/cgroup/*/; do
+    kill_cgroup_tree "${h}kubepods"
+  done
+  stop_bg registry
+  if cluster_up 2>/dev/null; then
+    kubectl delete node "$REAL_NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  fi
+  rm -rf "$NODE_DIR"
+  rm -f "$STATE_DIR/node.env"
+}
+
+cmd_down() {
+  [[ -d $STATE_DIR ]] || return 0
+  load_cluster_env || true
+  take_lock "$STATE_DIR.node.lock"
+  stop_node
+  log "node stopped; its containers, cgroups and $NODE_DIR removed"
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  push)
+    shift
+    [[ $# -ge 2 ]] || usage
+    if ! { load_cluster_env && load_node_env && running registry; }; then
+      die "the node's registry is not running: hack/node.sh up"
+    fi
+    push "$@"
+    ;;
+  registry)
+    load_node_env || die "the node is not up: hack/node.sh up"
+    echo "127.0.0.1:$REGISTRY_PORT"
+    ;;
+  *) usage ;;
+esac
