@@ -148,7 +148,7 @@ demo-down: ## Stop the demo's operators, webhook proxy and cluster.
 E2E_CLUSTER_DIR ?= $(LOCALBIN)/e2e-cluster
 
 .PHONY: test-e2e
-test-e2e: test-e2e-operator test-e2e-olm ## All end-to-end tests: the operator binary, then OLM install/upgrade/uninstall.
+test-e2e: test-e2e-operator test-e2e-olm test-e2e-realnode ## All end-to-end tests: the operator binary, OLM install/upgrade/uninstall, then the real node.
 
 .PHONY: test-e2e-operator
 test-e2e-operator: manifests kustomize helm ## End-to-end tests against the operator binary (and a make-deploy dry run) on a local cluster of their own, torn down afterwards.
@@ -157,6 +157,17 @@ test-e2e-operator: manifests kustomize helm ## End-to-end tests against the oper
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(E2E_CLUSTER_DIR)/kubeconfig" \
 	go test ./test/e2e -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
+
+# The real node's cluster; its logs stay in $(REALNODE_CLUSTER_DIR).logs after a run.
+REALNODE_CLUSTER_DIR ?= $(LOCALBIN)/realnode-cluster
+
+.PHONY: test-e2e-realnode
+test-e2e-realnode: manifests kustomize helm ## End-to-end tests on a real node (containerd + kubelet, real containers; root): the operator from its image via make deploy, with cert-manager from its Go modules.
+	export SIDECARSET_CLUSTER_DIR="$(REALNODE_CLUSTER_DIR)" SIDECARSET_REAL_NODE=true; \
+	trap 'rm -rf "$(REALNODE_CLUSTER_DIR).logs"; mkdir -p "$(REALNODE_CLUSTER_DIR).logs"; cp -r "$(REALNODE_CLUSTER_DIR)/logs" "$(REALNODE_CLUSTER_DIR)"/node/*.log "$(REALNODE_CLUSTER_DIR).logs/" 2>/dev/null || true; hack/cluster.sh down' EXIT; \
+	hack/cluster.sh up && \
+	KUBECONFIG="$(REALNODE_CLUSTER_DIR)/kubeconfig" SIDECARSET_NODE="$(CURDIR)/hack/node.sh" \
+	go test ./test/e2e/realnode -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS)
 
 # OLM's logs of the last run stay in $(OLM_CLUSTER_DIR).logs.
 OLM_CLUSTER_DIR ?= $(LOCALBIN)/olm-cluster
@@ -221,10 +232,16 @@ install: kustomize kubectl ## Install the CRD into the cluster of the current ku
 uninstall: kustomize kubectl ## Remove the CRD (and every SidecarSet) from the cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+# make deploy and undeploy render DEPLOY_CONFIG through a kustomization of their own in
+# $(LOCALBIN)/deploy, which sets the image: nothing under config/ is edited.
+DEPLOY_DIR = $(LOCALBIN)/deploy
+
 .PHONY: deploy
 deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...; DEPLOY_CONFIG=config/policy-mode for policy mode).
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) apply --server-side -f -
+	@mkdir -p $(DEPLOY_DIR)
+	printf 'resources:\n- %s\n' "$$(realpath -m --relative-to=$(DEPLOY_DIR) $(DEPLOY_CONFIG))" > $(DEPLOY_DIR)/kustomization.yaml
+	cd $(DEPLOY_DIR) && $(KUSTOMIZE) edit set image $(CONTROLLER_IMAGE)=$(IMG)
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: build-installer
 build-installer: kustomize ## Write dist/install.yaml: CRD, RBAC, manager, webhooks and the cert-manager Issuer/Certificate in one file (IMG=...).

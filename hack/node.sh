@@ -13,6 +13,10 @@
 #   hack/node.sh push NAME:TAG BINARY|IMAGE.tar [ARG|ENV=VALUE...]
 #                         push an image to the registry; prints REGISTRY/NAME:TAG
 #   hack/node.sh registry print the registry's host:port
+#   hack/node.sh deploy-config [DIR]
+#                         write a kustomization wrapping DIR (default config/local-node) with the
+#                         API server's loopback address for the manager; prints its directory
+#                         (make deploy DEPLOY_CONFIG=...)
 #
 # The node is named real-node-0 and labelled sidecarset.io/real-node=true. It runs containerd and
 # the kubelet in a private mount namespace (hack/realnode/node-ns.sh): the kubelet's changes to
@@ -36,6 +40,7 @@ TEST_IMAGES=(
   "agent:v3 VERSION=agent-v3"
   "slow-agent:v1 VERSION=slow-agent-v1 EXIT_DELAY=4s"
   "slow-agent:v2 VERSION=slow-agent-v2 EXIT_DELAY=4s"
+  "slow-agent:v3 VERSION=slow-agent-v3 EXIT_DELAY=4s"
   "never-ready:v1 VERSION=never-ready-v1 NEVER_READY=true"
 )
 
@@ -177,6 +182,33 @@ maxPods: 30
 EOF
 }
 
+# deploy_config [BASE]: a kustomization in the node's state directory wrapping BASE (default
+# config/local-node) that tells the manager where the API server listens: pods on this node
+# reach it only on 127.0.0.1 (the kubelet's KUBERNETES_SERVICE_* name the kubernetes Service,
+# and no kube-proxy routes it). Prints the directory, for make deploy's DEPLOY_CONFIG.
+deploy_config() {
+  local base=${1:-$REPO_ROOT/config/local-node} d=$NODE_DIR/deploy-config
+  mkdir -p "$d"
+  cat >"$d/kustomization.yaml" <<EOF
+resources:
+- $(realpath -m --relative-to="$d" "$base")
+patches:
+- target:
+    kind: Deployment
+    name: sidecarset-controller-manager
+  patch: |-
+$(apiserver_env_patch '    ')
+EOF
+  echo "$d"
+}
+
+# apiserver_env_patch INDENT: JSON patch operations adding the API server's loopback address to
+# the first container's environment.
+apiserver_env_patch() {
+  printf '%s- op: add\n%s  path: /spec/template/spec/containers/0/env/-\n%s  value: {name: %s, value: "%s"}\n' \
+    "$1" "$1" "$1" KUBERNETES_SERVICE_HOST 127.0.0.1 "$1" "$1" "$1" KUBERNETES_SERVICE_PORT "$APISERVER_PORT"
+}
+
 # ---- up ----
 
 node_ready() {
@@ -296,6 +328,11 @@ case ${1:-} in
       die "the node's registry is not running: hack/node.sh up"
     fi
     push "$@"
+    ;;
+  deploy-config)
+    shift
+    if ! { load_cluster_env && load_node_env; }; then die "the node is not up: hack/node.sh up"; fi
+    deploy_config "$@"
     ;;
   registry)
     load_node_env || die "the node is not up: hack/node.sh up"

@@ -5,11 +5,14 @@
 // a container does comes from the image's environment, which the pod's env may override:
 //
 //	VERSION      reported on /version (each image tag bakes in its own)
-//	PORT         the 127.0.0.1 port to serve on (no server when empty)
+//	PORT         the 127.0.0.1 port to serve on; any free one when empty or 0 (pods on one node
+//	             share its network, so replicas of one template cannot share a fixed port)
 //	NEVER_READY  "true": /readyz always answers 503
 //	EXIT_DELAY   how long to keep serving after SIGTERM before exiting (a Go duration)
 //
-// With the single argument "pause" it only sleeps and reaps children, as a sandbox's pause does.
+// The server writes its address to /tmp/testserver.addr; `testserver check` asks that address
+// for /readyz (an exec readiness probe, whatever port was picked). With the single argument
+// "pause" it only sleeps and reaps children, as a sandbox's pause does.
 package main
 
 import (
@@ -25,12 +28,20 @@ import (
 	"time"
 )
 
+// addrFile is where the server writes the address it listens on, for `testserver check`.
+const addrFile = "/tmp/testserver.addr"
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "pause" {
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "pause":
 		pause()
-		return
+	case len(os.Args) > 1 && os.Args[1] == "check":
+		err = check()
+	default:
+		err = serve()
 	}
-	if err := serve(); err != nil {
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -53,6 +64,24 @@ func pause() {
 	}
 }
 
+// check succeeds when the server of this container answers /readyz with 200.
+func check() error {
+	addr, err := os.ReadFile(addrFile)
+	if err != nil {
+		return fmt.Errorf("not serving yet: %w", err)
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + string(addr) + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz answered %s", resp.Status)
+	}
+	return nil
+}
+
 func serve() error {
 	version := os.Getenv("VERSION")
 	neverReady := os.Getenv("NEVER_READY") == "true"
@@ -67,9 +96,7 @@ func serve() error {
 	defer stop()
 	port := os.Getenv("PORT")
 	if port == "" {
-		<-ctx.Done()
-		time.Sleep(exitDelay)
-		return nil
+		port = "0"
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, version) })
@@ -84,6 +111,9 @@ func serve() error {
 	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(addrFile, []byte(ln.Addr().String()), 0o600); err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -93,7 +123,7 @@ func serve() error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Printf("terminating; exiting in %s", exitDelay)
+	log.Printf("version %s terminating; exiting in %s", version, exitDelay)
 	time.Sleep(exitDelay)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
