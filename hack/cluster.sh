@@ -13,8 +13,8 @@
 # ${SIDECARSET_CLUSTER_DIR:-<repo>/bin/cluster}. Progress goes to stderr.
 # SIDECARSET_CLUSTER_TIMEOUT (seconds, default 60) bounds each readiness wait.
 # SIDECARSET_REAL_NODE=true adds a real node (containerd and the kubelet, hack/node.sh) beside
-# kwok's, and has the API server reach the kubelet and webhook Services the way loopback allows:
-# through the node's InternalIP and the Services' endpoints (there is no kube-proxy).
+# kwok's, and has the API server reach kubelets through their InternalIP (the real node's is
+# 127.0.0.1; a hostname would be resolved off loopback).
 # SIDECARSET_APISERVER_PROFILING=true serves the API server's /debug/pprof (make bench-scale's
 # SIDECARSET_SCALE_PROFILE_DIR reads it); off by default, as in production.
 set -euo pipefail
@@ -124,7 +124,7 @@ etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | g
 start_components() {
   local c=$STATE_DIR/certs k=$KUBECONFIG_FILE real_node_flags=()
   if [[ $REAL_NODE == true ]]; then
-    real_node_flags=(--kubelet-preferred-address-types=InternalIP --enable-aggregator-routing=true)
+    real_node_flags=(--kubelet-preferred-address-types=InternalIP)
   fi
   launch etcd "127.0.0.1:$ETCD_PORT" etcd_healthy -- \
     "$BIN_DIR/etcd" --name=local --data-dir="$STATE_DIR/etcd" \

@@ -13,6 +13,9 @@
 #   hack/node.sh push NAME:TAG BINARY|IMAGE.tar [ARG|ENV=VALUE...]
 #                         push an image to the registry; prints REGISTRY/NAME:TAG
 #   hack/node.sh registry print the registry's host:port
+#   hack/node.sh cert-manager
+#                         run cert-manager on the node (built from its Go modules: hack/certmanager-build.sh)
+#                         and wait until its webhook serves; make deploy needs it
 #   hack/node.sh deploy-config [DIR]
 #                         write a kustomization wrapping DIR (default config/local-node) with the
 #                         API server's loopback address for the manager; prints its directory
@@ -277,6 +280,44 @@ EOF
   log "node $REAL_NODE_NAME Ready in $(since "$node_start") (up in $(since "$start"))"
 }
 
+# ---- cert-manager ----
+
+# cert_manager: cert-manager's controller, webhook and cainjector running as pods on this node,
+# from images of the binaries hack/certmanager-build.sh builds from cert-manager's Go modules,
+# rendered from cert-manager's own Helm chart (hack/realnode/cert-manager-values.yaml says what
+# a host-network, loopback-only node needs). Waits until its Deployments are available and its
+# webhook has its CA. Reuses what runs.
+cert_manager() {
+  local start dir version c
+  start=$(now_us)
+  dir=$("$REPO_ROOT/hack/certmanager-build.sh" | tail -n 1)
+  version=$(sed -n 's/^appVersion: *"*\([^"]*\)"*$/\1/p' "$dir/chart/Chart.yaml")
+  [[ -n $version ]] || die "no appVersion in $dir/chart/Chart.yaml"
+  for c in controller webhook cainjector; do
+    push "cert-manager-$c:$version" "$dir/cert-manager-$c" >/dev/null
+  done
+  log "cert-manager $version images pushed ($(since "$start"))"
+  local k8s_version
+  k8s_version=$(kubectl version -o json | devtool json-field serverVersion.gitVersion)
+  KUSTOMIZE=$REPO_ROOT/bin/kustomize "$REPO_ROOT/bin/helm" template cert-manager "$dir/chart" -n cert-manager \
+    --kube-version "$k8s_version" -f "$REPO_ROOT/hack/realnode/cert-manager-values.yaml" \
+    --post-renderer "$REPO_ROOT/hack/realnode/cert-manager-postrender.sh" \
+    --set "image.repository=127.0.0.1:$REGISTRY_PORT/cert-manager-controller,image.tag=$version" \
+    --set "webhook.image.repository=127.0.0.1:$REGISTRY_PORT/cert-manager-webhook,webhook.image.tag=$version" \
+    --set "cainjector.image.repository=127.0.0.1:$REGISTRY_PORT/cert-manager-cainjector,cainjector.image.tag=$version" \
+    --set-string "extraEnv[1].value=$APISERVER_PORT,webhook.extraEnv[1].value=$APISERVER_PORT,cainjector.extraEnv[1].value=$APISERVER_PORT" \
+    >"$NODE_DIR/cert-manager.yaml" || die "rendering cert-manager's chart failed"
+  kubectl create namespace cert-manager --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply --server-side --force-conflicts --field-manager=sidecarset-local -f "$NODE_DIR/cert-manager.yaml" >/dev/null
+  wait_for - 180 "cert-manager's Deployments to be available" \
+    kubectl -n cert-manager wait --for=condition=Available deployment --all --timeout=1s || exit 1
+  webhook_ca() {
+    [[ -n $(kubectl get validatingwebhookconfiguration cert-manager-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+  }
+  wait_for - 120 "cert-manager's webhook CA (its cainjector)" webhook_ca || exit 1
+  log "cert-manager $version running on $REAL_NODE_NAME ($(since "$start"))"
+}
+
 # ---- down ----
 
 # kill_cgroup_tree DIR: kill every process in the cgroup DIR and below, then remove them all.
@@ -333,6 +374,12 @@ case ${1:-} in
     shift
     if ! { load_cluster_env && load_node_env; }; then die "the node is not up: hack/node.sh up"; fi
     deploy_config "$@"
+    ;;
+  cert-manager)
+    if ! { load_cluster_env && load_node_env && running registry; }; then
+      die "the node is not up: hack/node.sh up"
+    fi
+    cert_manager
     ;;
   registry)
     load_node_env || die "the node is not up: hack/node.sh up"
