@@ -32,7 +32,8 @@ components=(controller webhook cainjector)
 log() { printf '[cert-manager] %s\n' "$*" >&2; }
 
 # The carried sources are part of the key: changing them rebuilds.
-src_hash=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
+src_hash=$(cd "$src" && find . -type f \( -name '*.go' -o -name go.mod \) -print0 | LC_ALL=C sort -z |
+  xargs -0 sha256sum | sha256sum | cut -c1-12)
 cache_root=${SIDECARSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sidecarset-operator}
 dest="$cache_root/cert-manager/${CERT_MANAGER_VERSION}_$(go env GOOS)-$(go env GOARCH)_$(go env GOVERSION)_src-${src_hash}"
 
