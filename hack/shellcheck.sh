@@ -16,4 +16,4 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   fi
 fi
 shellcheck --version | sed -n 2p >&2
-shellcheck -x hack/*.sh hack/lib/*.sh .ci/run
+shellcheck -x hack/*.sh hack/lib/*.sh hack/realnode/*.sh .ci/run
