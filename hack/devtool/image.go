@@ -61,10 +61,16 @@ func buildImage(binary, out, ref, version string) error {
 }
 
 // binaryLayer is a layer with one executable file at /name, owned by root and not writable by
-// the user the image runs as. Times are fixed, so equal binaries give equal layers.
-func binaryLayer(name string, content []byte) (v1.Layer, error) {
+// the user the image runs as, and the given directories, writable by all (as /tmp is). Times
+// are fixed, so equal binaries give equal layers.
+func binaryLayer(name string, content []byte, dirs ...string) (v1.Layer, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
+	for _, d := range dirs {
+		if err := w.WriteHeader(&tar.Header{Name: d + "/", Mode: 0o1777, Typeflag: tar.TypeDir, ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg,
 		ModTime: time.Unix(0, 0)}); err != nil {
 		return nil, err

@@ -56,14 +56,15 @@ func pushImage(ref, source string, extra []string) error {
 }
 
 // binaryImage is an image holding only the static binary at /NAME, its entrypoint, with the
-// given arguments and environment; times are fixed, so equal binaries give equal images.
+// given arguments and environment, and an empty /tmp; times are fixed, so equal binaries give
+// equal images.
 func binaryImage(binary string, extra []string) (v1.Image, error) {
 	content, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
 	}
 	base := filepath.Base(binary)
-	layer, err := binaryLayer(base, content)
+	layer, err := binaryLayer(base, content, "tmp")
 	if err != nil {
 		return nil, err
 	}
