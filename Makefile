@@ -281,13 +281,20 @@ envtest: ## Build (or reuse) kube-apiserver, etcd and kubectl for the integratio
 # OLM bundle and catalog targets (bundle, catalog, verify-bundle, operator-sdk, opm).
 -include hack/olm.mk
 
+# make bench-rollout's benchmark: in place (a new image) or evict (a new env, every pod recreated).
+BENCH_MODE ?= inplace
+BENCH_rollout_inplace = BenchmarkInPlaceRollout
+BENCH_rollout_evict = BenchmarkRecreateRollout
+
 .PHONY: bench-rollout
-bench-rollout: manifests kustomize ## Roll a new sidecar image through BENCH_PODS (default 1000) pods on a local cluster of its own (maxUnavailable 10%): wall time, API writes per pod, peak unavailable.
+bench-rollout: manifests kustomize ## Roll a sidecar change through BENCH_PODS (default 1000) pods on a local cluster of its own (maxUnavailable 10%): wall time, API writes per pod, peak unavailable. BENCH_MODE=inplace (a new image, one Deployment) or evict (a new env, pods recreated by eviction across BENCH_WORKLOADS Deployments, default 100).
+	$(if $(BENCH_rollout_$(BENCH_MODE)),,$(error BENCH_MODE=$(BENCH_MODE): want inplace or evict))
 	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
 	trap 'hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" SIDECARSET_BENCH_PODS="$${BENCH_PODS:-1000}" \
-	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkInPlaceRollout -benchtime 1x -count=1 -timeout 40m -v
+	SIDECARSET_BENCH_WORKLOADS="$${BENCH_WORKLOADS:-100}" \
+	go test ./test/e2e -tags e2e -run '^$$' -bench '$(BENCH_rollout_$(BENCH_MODE))' -benchtime 1x -count=1 -timeout 40m -v
 
 .PHONY: lint
 lint: golangci-lint lint-scripts ## golangci-lint (.golangci.yml: govet, staticcheck, errcheck, gosec, ...) on every package, e2e included, and shellcheck on hack/.

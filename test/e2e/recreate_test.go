@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -55,36 +56,7 @@ func TestRecreateByEviction(t *testing.T) {
 	waitForCounts(t, set, counts{8, 8, 8, 8}, converge)
 	bareUID := bare.UID
 
-	// What eviction costs a workload is capacity: its ready pods short of its replicas (the
-	// evicted pod and its replacement are one pod of it missing, not two).
-	var highest atomic.Int32
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			ready := map[string]int32{}
-			for i := range pods.Items {
-				if testutil.PodAvailable(&pods.Items[i]) {
-					ready[pods.Items[i].Labels["app"]]++
-				}
-			}
-			missing := max(0, 3-ready["rec-web"]) + max(0, 2-ready["rec-db"]) + max(0, 2-ready["rec-guarded"]) + max(0, 1-ready["rec-bare"])
-			if missing > highest.Load() {
-				highest.Store(missing)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+	highest := watchCapacity(t, ns, map[string]int32{"rec-web": 3, "rec-db": 2, "rec-guarded": 2, "rec-bare": 1})
 	start := time.Now()
 	editSet(t, set, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
@@ -106,7 +78,7 @@ func TestRecreateByEviction(t *testing.T) {
 		return web == 3 && webAll == 3 && db == 2 && dbAll == 2, fmt.Sprintf("rec-web %d of %d, rec-db %d of %d", web, webAll, db, dbAll)
 	})
 	t.Logf("5 pods of a Deployment and a StatefulSet recreated in %s (one pod per workload at a time); at most %d pods of capacity missing",
-		time.Since(start).Round(time.Second), highest.Load())
+		time.Since(start).Round(time.Second), highest())
 	waitForRollout(t, set, "Progressing", "wait for their PodDisruptionBudget to allow an eviction")
 	if guarded, _ := carries("rec-guarded"); guarded != 0 {
 		t.Errorf("%d pods the PodDisruptionBudget protects were recreated", guarded)
@@ -116,7 +88,119 @@ func TestRecreateByEviction(t *testing.T) {
 	if now.UID != bareUID || injectedHash(&now, set.Name) == newHash {
 		t.Errorf("the bare pod was touched: uid %s (was %s), hash %s", now.UID, bareUID, injectedHash(&now, set.Name))
 	}
-	if got := highest.Load(); got > 2 {
+	if got := highest(); got > 2 {
 		t.Errorf("at most %d pods of the workloads' capacity were missing at once, want at most 2 (maxUnavailable 2)", got)
 	}
+}
+
+// TestRemediationAfterOutage: with the pod webhook's failurePolicy Ignore, pods created while
+// every operator replica is down get no sidecar. Once the operator is back, a set with
+// `remediate: Evict` counts them (status.notInjectedPods) and recreates them by eviction, their
+// ReplicaSet making injected replacements, never more than maxUnavailable of the Deployment's
+// capacity missing at once.
+func TestRemediationAfterOutage(t *testing.T) {
+	ns := newNamespace(t, "remedy", nil)
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-remedy"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "remedy"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, Remediate: appsv1alpha1.RecreateEvict,
+				MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+		},
+	}
+	createSet(t, set)
+
+	cfg, j := podWebhook(t)
+	was := cfg.Webhooks[j].FailurePolicy
+	cfg.Webhooks[j].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	must(t, k8s.Update(ctx, cfg))
+	t.Cleanup(func() {
+		var cur admissionregistrationv1.MutatingWebhookConfiguration
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cfg), &cur))
+		cur.Webhooks[j].FailurePolicy = was
+		must(t, k8s.Update(ctx, &cur))
+	})
+	stopOperator(t, "operator-0", "TERM")
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			must(t, startOperator("operator-0"))
+		}
+	})
+	newDeployment(t, ns, "remedy", 3)
+	eventually(t, converge, "3 pods created without the sidecar while the operator is down", func() (bool, string) {
+		pods, bare := podsOf(t, ns, "remedy"), 0
+		for i := range pods {
+			if !hasContainer(&pods[i], "agent") && testutil.PodAvailable(&pods[i]) {
+				bare++
+			}
+		}
+		return bare == 3 && len(pods) == 3, fmt.Sprintf("%d of %d pods ready without the sidecar", bare, len(pods))
+	})
+
+	highest := watchCapacity(t, ns, map[string]int32{"remedy": 3})
+	start := time.Now()
+	must(t, startOperator("operator-0"))
+	restarted = true
+	eventually(t, 3*converge, "the pods to be recreated with the sidecar", func() (bool, string) {
+		pods, injected := podsOf(t, ns, "remedy"), 0
+		for i := range pods {
+			if hasContainer(&pods[i], "agent") && injectedHash(&pods[i], set.Name) != "" {
+				injected++
+			}
+		}
+		return injected == 3 && len(pods) == 3, fmt.Sprintf("%d of %d pods injected", injected, len(pods))
+	})
+	waitForCounts(t, set, counts{3, 3, 3, 3}, converge)
+	var got appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
+	if got.Status.NotInjectedPods != 0 {
+		t.Errorf("status.notInjectedPods %d after remediation, want 0", got.Status.NotInjectedPods)
+	}
+	t.Logf("3 pods created during the outage recreated with the sidecar %s after the restart; at most %d of the Deployment's 3 missing",
+		time.Since(start).Round(time.Second), highest())
+	if h := highest(); h > 1 {
+		t.Errorf("at most %d of the Deployment's pods were missing at once, want at most 1 (maxUnavailable 1)", h)
+	}
+}
+
+// watchCapacity keeps, while the test runs, the highest number of pods of the given apps (label
+// app, with their replicas) missing from their capacity at once: what eviction costs a workload is
+// its available pods short of its replicas (the evicted pod and its replacement are one pod of it
+// missing, not two). It returns a reader of that number.
+func watchCapacity(t testing.TB, ns string, replicas map[string]int32) func() int32 {
+	t.Helper()
+	var highest atomic.Int32
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			ready := map[string]int32{}
+			for i := range pods.Items {
+				if testutil.PodAvailable(&pods.Items[i]) {
+					ready[pods.Items[i].Labels["app"]]++
+				}
+			}
+			var missing int32
+			for app, n := range replicas {
+				missing += max(0, n-ready[app])
+			}
+			if missing > highest.Load() {
+				highest.Store(missing)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return highest.Load
 }

@@ -29,13 +29,7 @@ import (
 // highest number of pods observed unavailable against the budget. Run it with `make
 // bench-rollout`; it asserts nothing about time.
 func BenchmarkInPlaceRollout(b *testing.B) {
-	n := 1000
-	if v := os.Getenv("SIDECARSET_BENCH_PODS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("SIDECARSET_BENCH_PODS=%q: want a positive number", v)
-		}
-	}
+	n := benchEnv(b, "SIDECARSET_BENCH_PODS", 1000)
 	for b.Loop() {
 		ns := newNamespace(b, "bench", nil)
 		set := &appsv1alpha1.SidecarSet{
@@ -120,4 +114,93 @@ func apiRequests(b testing.TB, match func(model.LabelSet) bool) float64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkRecreateRollout changes a sidecar's env (which no running pod can take in place)
+// on a set with `recreate: Evict` over SIDECARSET_BENCH_PODS pods (default 1,000) spread over
+// SIDECARSET_BENCH_WORKLOADS Deployments (default 100), maxUnavailable 10%: every pod is evicted
+// and recreated by its ReplicaSet, one pod per Deployment at a time. It reports the wall time,
+// the evictions and pod writes per pod (the API server's counts of pods/eviction POSTs and pod
+// PATCHes), and the most pods of the Deployments' capacity missing at once against the budget.
+// Run it with `make bench-rollout BENCH_MODE=evict`; it asserts nothing about time.
+func BenchmarkRecreateRollout(b *testing.B) {
+	n, workloads := benchEnv(b, "SIDECARSET_BENCH_PODS", 1000), benchEnv(b, "SIDECARSET_BENCH_WORKLOADS", 100)
+	if n%workloads != 0 {
+		b.Fatalf("%d pods do not spread evenly over %d Deployments", n, workloads)
+	}
+	for b.Loop() {
+		ns := newNamespace(b, "bench", nil)
+		apps, replicas := make([]string, workloads), map[string]int32{}
+		for i := range apps {
+			apps[i] = fmt.Sprintf("bench-%03d", i)
+			replicas[apps[i]] = int32(n / workloads)
+		}
+		set := &appsv1alpha1.SidecarSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "bench-recreate"},
+			Spec: appsv1alpha1.SidecarSetSpec{
+				Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app",
+					Operator: metav1.LabelSelectorOpIn, Values: apps}}},
+				Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+				UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, Recreate: appsv1alpha1.RecreateEvict,
+					MaxUnavailable: ptr.To(intstr.FromString("10%"))},
+			},
+		}
+		createSet(b, set)
+		start := time.Now()
+		for _, app := range apps {
+			newDeployment(b, ns, app, int32(n/workloads))
+		}
+		waitForCounts(b, set, counts{int32(n), int32(n), int32(n), int32(n)}, 15*time.Minute)
+		b.Logf("%d pods in %d Deployments created, injected and Ready in %s", n, workloads, time.Since(start).Round(time.Millisecond))
+
+		highest := watchCapacity(b, ns, replicas)
+		writesBefore, evictionsBefore := podWrites(b), evictions(b)
+		start = time.Now()
+		editSet(b, set, func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
+		})
+		eventually(b, 30*time.Minute, "every pod to be recreated with the new sidecar", func() (bool, string) {
+			var cur appsv1alpha1.SidecarSet
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
+				return false, err.Error()
+			}
+			st := cur.Status
+			return st.UpdatedReadyPods == int32(n) && st.MatchedPods == int32(n) && st.ObservedGeneration == cur.Generation,
+				fmt.Sprintf("%d of %d recreated and ready", st.UpdatedReadyPods, n)
+		})
+		took := time.Since(start)
+		writes, evicted := podWrites(b)-writesBefore, evictions(b)-evictionsBefore
+		allowed := n / 10
+		b.ReportMetric(took.Seconds(), "s/rollout")
+		b.ReportMetric(evicted/float64(n), "evictions/pod")
+		b.ReportMetric(writes/float64(n), "patches/pod")
+		b.ReportMetric(float64(highest()), "peak-missing")
+		b.ReportMetric(float64(allowed), "max-unavailable")
+		b.ReportMetric(0, "ns/op")
+		b.Logf("recreating %d pods of %d Deployments: %s, %.0f evictions (%.2f per pod), %.0f pod patches (%.2f per pod), at most %d pods missing of at most %d",
+			n, workloads, took.Round(time.Millisecond), evicted, evicted/float64(n), writes, writes/float64(n), highest(), allowed)
+		if int(highest()) > allowed {
+			b.Errorf("at most %d pods missing at once exceeds maxUnavailable %d", highest(), allowed)
+		}
+	}
+}
+
+// benchEnv reads a positive number from the environment, def when unset.
+func benchEnv(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// evictions is the API server's count of Eviction requests (POSTs to pods/eviction).
+func evictions(b testing.TB) float64 {
+	return apiRequests(b, func(l model.LabelSet) bool {
+		return l["verb"] == "POST" && l["resource"] == "pods" && l["subresource"] == "eviction"
+	})
 }
