@@ -57,8 +57,9 @@ func newInjectCommand(o *options) *cobra.Command {
 		Short: "Print the manifests as the pod webhook would inject them",
 		Long: `inject prints the objects of FILE with the pods they describe injected exactly as the pod webhook
 would inject them at creation: Pods, and the pod templates of ` + SupportedKinds + `.
-Other Kubernetes objects are printed unchanged. SidecarSets come from the cluster, or from
---sidecarsets FILE (then no cluster is needed).
+Every other object (Services, CustomResourceDefinitions, custom resources, workloads of API
+versions Kubernetes no longer serves) is printed unchanged and named on standard error.
+SidecarSets come from the cluster, or from --sidecarsets FILE (then no cluster is needed).
 
 What happened to each pod, and the webhook's warnings, go to standard error. A pod the webhook
 refuses is an error: nothing is printed and the exit code is 1.`,

@@ -65,9 +65,19 @@ var templatePaths = map[schema.GroupKind][]string{
 // SupportedKinds names the kinds inject and explain read pods from, for messages.
 const SupportedKinds = "Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob"
 
+// removedVersions are the workload API versions Kubernetes no longer serves, with the release
+// that removed them and the version to use instead: such an object cannot be created, so inject
+// passes it through unchanged and says so.
+var removedVersions = map[schema.GroupVersion]struct{ removedIn, use string }{
+	{Group: "extensions", Version: "v1beta1"}: {"1.16", "apps/v1"},
+	{Group: "apps", Version: "v1beta1"}:       {"1.16", "apps/v1"},
+	{Group: "apps", Version: "v1beta2"}:       {"1.16", "apps/v1"},
+	{Group: "batch", Version: "v1beta1"}:      {"1.25", "batch/v1"},
+	{Group: "batch", Version: "v2alpha1"}:     {"1.21", "batch/v1"},
+}
+
 // PodOf is the pod a document describes: the Pod itself, or a workload's pod template as a Pod
-// in the workload's namespace. ok is false for a known kind without pods (a Service), which is
-// passed through; an unknown kind is an error.
+// in the workload's namespace.
 type PodOf struct {
 	// Raw is the pod's JSON.
 	Raw []byte
@@ -80,16 +90,14 @@ type PodOf struct {
 	path []string
 }
 
-// Pod returns the pod a document describes; defaultNamespace applies when it names none.
+// Pod returns the pod a document describes; defaultNamespace applies when it names none. ok is
+// false for every other object (PassedThrough says why): a kind without pods (a Service), a
+// custom resource or CustomResourceDefinition, a workload of an API version no longer served.
 func Pod(doc *unstructured.Unstructured, defaultNamespace string) (*PodOf, bool, error) {
 	gvk := doc.GroupVersionKind()
 	path, ok := templatePaths[gvk.GroupKind()]
-	if !ok {
-		if known(gvk) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("unknown kind %s %q: inject reads %s, and passes other Kubernetes objects through unchanged",
-			doc.GetAPIVersion(), gvk.Kind, SupportedKinds)
+	if _, removed := removedVersions[gvk.GroupVersion()]; !ok || removed {
+		return nil, false, nil
 	}
 	ns := doc.GetNamespace()
 	if ns == "" {
@@ -114,6 +122,27 @@ func Pod(doc *unstructured.Unstructured, defaultNamespace string) (*PodOf, bool,
 	}
 	p.Raw = raw
 	return p, true, nil
+}
+
+// PassedThrough says why inject leaves a document that Pod passed over unchanged, for its
+// report on standard error.
+func PassedThrough(doc *unstructured.Unstructured) string {
+	gvk := doc.GroupVersionKind()
+	name := doc.GetName()
+	if ns := doc.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	what := fmt.Sprintf("%s %s %s: passed through unchanged", doc.GetAPIVersion(), gvk.Kind, name)
+	_, hasTemplate, _ := unstructured.NestedSlice(doc.Object, "spec", "template", "spec", "containers")
+	switch removed, isRemoved := removedVersions[gvk.GroupVersion()]; {
+	case isRemoved:
+		return fmt.Sprintf("%s: Kubernetes no longer serves %s (removed in %s), so it cannot be created; convert it to %s",
+			what, gvk.GroupVersion(), removed.removedIn, removed.use)
+	case !known(gvk) && hasTemplate:
+		return fmt.Sprintf("%s: inject reads the pods of %s only; the webhook injects this %s's pods when they are created",
+			what, SupportedKinds, gvk.Kind)
+	}
+	return what + " (no pod template)"
 }
 
 // known reports whether a kind is one Kubernetes or this operator defines.
@@ -170,6 +199,7 @@ func (e *Engine) injectObject(ctx context.Context, obj *unstructured.Unstructure
 		return fmt.Errorf("%s: %w", source, err)
 	}
 	if !ok {
+		report(PassedThrough(obj))
 		return nil
 	}
 	out, outcome, err := e.InjectPod(ctx, p.Raw, p.Namespace)

@@ -26,7 +26,7 @@ import (
 
 // Exit codes.
 const (
-	// ExitRefused: the input is bad (unparsable, unknown kind) or the webhook refuses a pod.
+	// ExitRefused: the input is bad (unparsable, not Kubernetes objects) or the webhook refuses a pod.
 	ExitRefused = 1
 	// ExitUsage: wrong flags or arguments.
 	ExitUsage = 2
