@@ -15,10 +15,8 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -31,8 +29,6 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-	"github.com/sidecarset/sidecarset-operator/internal/revision"
-	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
@@ -136,7 +132,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.stop(ctx, set.Name)
 	}
 	pods, namespaceLabels := r.Pods.Tally.Selected(c)
-	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels, haltedBefore(&set))
+	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels, status.HaltedBefore(&set))
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them.
@@ -147,20 +143,6 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{RequeueAfter: time.Second}, gateErr
 	}
 	return ctrl.Result{RequeueAfter: retryAfter(ro, r.memoryOf(set.Name))}, errors.Join(rollErr, gateErr)
-}
-
-// haltedBefore is why the rollout of this generation of the set halted, as its RollingUpdate
-// condition says (written from an earlier pass, maybe by another replica); empty when it did
-// not. A change of the spec (a new generation) resumes it.
-func haltedBefore(set *appsv1alpha1.SidecarSet) string {
-	c := meta.FindStatusCondition(set.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
-	if c == nil || c.Reason != status.HaltedReason || c.ObservedGeneration != set.Generation {
-		return ""
-	}
-	if _, why, found := strings.Cut(c.Message, "; "); found {
-		return why
-	}
-	return c.Message
 }
 
 // stop forgets the rollout of a set that was deleted, became invalid or no longer rolls.
@@ -233,18 +215,13 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
 	namespaceLabels func(string) map[string]string, halted string) (*status.Rollout, status.Counts, error) {
 	strategy := c.Set.Spec.UpdateStrategy
-	canary := labels.Everything()
-	if strategy.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(strategy.Selector)
-		if err != nil {
-			return &status.Rollout{}, status.Count(c, pods, namespaceLabels, r.Scope), fmt.Errorf("spec.updateStrategy.selector: %w", err)
-		}
-		canary = sel
-	}
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
+	eligible, err := status.Eligible(c, injecting)
+	if err != nil {
+		return &status.Rollout{}, status.Count(c, pods, namespaceLabels, r.Scope), err
+	}
 	memory := r.memoryOf(c.Name())
-	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope,
-		func(pod *corev1.Pod) bool { return injecting && canary.Matches(labels.Set(pod.Labels)) }, memory, time.Now())
+	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope, eligible, memory, time.Now())
 	ro := status.Rollout{Blocked: in.Blocked, Halted: halted}
 	if halted == "" && len(in.Stalled) > 0 {
 		// Recreated pods that do not come back: the rollout stops here, and says where.
@@ -259,87 +236,49 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 		r.notUpdatable(in.Target(b), c, b.Why)
 	}
 
-	// Plan, update, and plan again while planned pods turn out not updatable: the budget they
-	// would have used is free, and the condition must not report updates that did not happen.
-	var (
-		stale   bool
-		started []int
-	)
-	plan := in.Plan
 	nodes := kubeletVersions{reader: r.APIReader}
-	for {
-		p, err := rollout.Compute(plan, rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable,
-			Paused: strategy.Paused || ro.Halted != "", InFlight: in.InFlight})
-		if err != nil {
-			return &ro, in.Counts, err
+	step, err := status.Step(c, in, &ro, memory, func(target *corev1.Pod, recreate bool) (status.Attempt, error) {
+		if recreate {
+			return r.tryEviction(ctx, c, target)
 		}
-		ro.Plan = p
-		replan := false
-		for _, i := range p.Update {
-			target := in.Targets[i]
-			if plan[i].Recreate {
-				why, err := r.evict(ctx, c, target)
-				switch {
-				case errors.Is(err, errStale):
-					stale = true
-					plan[i].Eligible = false
-				case errors.Is(err, errDisruptionBudget):
-					ro.WaitingForBudget = append(ro.WaitingForBudget, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: err.Error()})
-					plan[i].Eligible, replan = false, true
-				case err != nil:
-					ro.Plan.Update = started
-					return &ro, in.Counts, err
-				case why != "":
-					why = "not recreated: " + why
-					memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: why}
-					ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: why})
-					r.notUpdatable(target, c, why)
-					plan[i].Eligible, replan = false, true
-				default:
-					memory.Recreating[plan[i].Workload] = time.Now()
-					plan[i].Available, plan[i].Restarting = false, true
-					plan[i].Terminating = true // being deleted: no longer matched
-					for j := range plan {
-						plan[j].WorkloadBusy = plan[j].WorkloadBusy || (j != i && plan[j].Workload == plan[i].Workload)
-					}
-					started = append(started, i)
-				}
-				continue
-			}
-			hash, no, err := r.updatePod(ctx, c, target, namespaceLabels, &nodes)
-			switch {
-			case errors.Is(err, errStale):
-				stale = true
-				plan[i].Eligible = false // tried again on the requeue
-			case err != nil:
-				ro.Plan.Update = started
-				return &ro, in.Counts, err
-			case no.why != "":
-				memory.NotUpdatable[plan[i].Key] = status.Verdict{Hash: c.Hash, ResourceVersion: target.ResourceVersion, Why: no.why, Recreatable: no.recreatable}
-				if owner, _ := status.RecreatingController(target); no.recreatable && owner != nil && strategy.Recreate == appsv1alpha1.RecreateEvict {
-					// Only recreating the Pod applies the change: it is picked again, for eviction.
-					plan[i].Recreate, plan[i].Workload = true, string(owner.UID)
-					_, plan[i].WorkloadBusy = memory.Recreating[plan[i].Workload]
-				} else {
-					ro.Blocked = append(ro.Blocked, status.BlockedPod{Namespace: target.Namespace, Name: target.Name, Why: no.why})
-					plan[i].Eligible = false
-				}
-				replan = true
-			case hash != "":
-				memory.Patched[plan[i].Key] = hash
-				plan[i].Updated, plan[i].Available, plan[i].Restarting = true, false, true
-				started = append(started, i)
-			}
-		}
-		if !replan {
-			break
-		}
+		return r.tryUpdate(ctx, c, target, namespaceLabels, &nodes)
+	})
+	for _, b := range step.Report {
+		r.notUpdatable(in.Target(b), c, b.Why)
 	}
-	ro.Plan.Update = started // what this pass started, across the plans
-	if stale {
+	switch {
+	case err != nil:
+		return &ro, in.Counts, err
+	case step.Stale:
 		return &ro, in.Counts, errStale
 	}
 	return &ro, in.Counts, nil
+}
+
+// tryEviction evicts a Pod to recreate, for status.Step.
+func (r *RolloutReconciler) tryEviction(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod) (status.Attempt, error) {
+	why, err := r.evict(ctx, c, pod)
+	switch {
+	case errors.Is(err, errStale):
+		return status.Attempt{Stale: true}, nil
+	case errors.Is(err, errDisruptionBudget):
+		return status.Attempt{WaitsForBudget: err.Error()}, nil
+	case err != nil:
+		return status.Attempt{}, err
+	case why != "":
+		return status.Attempt{Why: why}, nil
+	}
+	return status.Attempt{EvictedAt: time.Now()}, nil
+}
+
+// tryUpdate updates a Pod in place, for status.Step.
+func (r *RolloutReconciler) tryUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (status.Attempt, error) {
+	hash, no, err := r.updatePod(ctx, c, pod, namespaceLabels, nodes)
+	if errors.Is(err, errStale) {
+		return status.Attempt{Stale: true}, nil // tried again on the requeue
+	}
+	return status.Attempt{Hash: hash, Why: no.Why, Recreatable: no.Recreatable}, err
 }
 
 // retryAfter is when a rollout that nothing else wakes should look again: pods its
@@ -359,26 +298,26 @@ func retryAfter(ro *status.Rollout, memory status.RolloutMemory) time.Duration {
 // into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
 // why it cannot be updated in place.
 func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (string, refusal, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (string, status.Refusal, error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", refusal{}, nil
+			return "", status.Refusal{}, nil
 		}
-		return "", refusal{}, fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
+		return "", status.Refusal{}, fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
 	}
 	if pod.DeletionTimestamp != nil {
-		return "", refusal{}, nil
+		return "", status.Refusal{}, nil
 	}
 	u, no, err := r.planPodUpdate(ctx, c, &pod, namespaceLabels, nodes)
 	switch {
 	case err != nil:
-		return "", refusal{}, err
-	case no.why != "":
-		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.why)
+		return "", status.Refusal{}, err
+	case no.Why != "":
+		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
 		return "", no, nil
 	case u.Current():
-		return u.To, refusal{}, nil
+		return u.To, status.Refusal{}, nil
 	}
 	// Resources first, through the resize subresource (in-place resize; the kubelet applies
 	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
@@ -386,82 +325,29 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	if ops := u.ResizePatch(); ops != nil {
 		if why, err := r.patchOrRefusal(ctx, &pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
 			r.notUpdatable(&pod, c, why)
-			return "", refusal{why: why}, err
+			return "", status.Refusal{Why: why}, err
 		}
 	}
 	if why, err := r.patchOrRefusal(ctx, &pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
 		r.notUpdatable(&pod, c, why)
-		return "", refusal{why: why}, err
+		return "", status.Refusal{Why: why}, err
 	}
 	r.reportPodUpdated(ctx, c, &pod, u)
-	return u.To, refusal{}, nil
-}
-
-// refusal is why a Pod cannot take the set's hash in place ("" when it can), and whether a Pod
-// created now would have it: then recreating the Pod applies the change (updateStrategy.recreate).
-type refusal struct {
-	why         string
-	recreatable bool
+	return u.To, status.Refusal{}, nil
 }
 
 // planPodUpdate works out the Pod's update, or why it cannot be updated in place.
 func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, refusal, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, status.Refusal, error) {
 	snap := r.Sets.Load()
 	injected, err := r.injectedRevision(ctx, c, pod)
 	if err != nil {
-		return nil, refusal{}, err
+		return nil, status.Refusal{}, err
 	}
-	// The rollout moves pods to the set's current spec, even when new pods get a pinned revision.
-	candidates := inject.Candidates(snap.Sets, pod.Labels)
-	for i := range candidates {
-		if candidates[i].Name() == c.Name() {
-			candidates[i] = c
-		}
-	}
-	setByName := func(name string) (*inject.CompiledSet, bool) {
-		if name == c.Name() {
-			return c, true
-		}
-		return snap.Get(name)
-	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels(pod.Namespace), SetByName: setByName}, c.Name(), injected)
-	switch {
-	case err != nil:
-		return nil, refusal{why: err.Error()}, nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not a reconcile error
-	case u.Current():
-		return u, refusal{}, nil
-	case len(u.Blocked) > 0:
-		// Recreating a Pod whose injected content is unknown could throw away an edit.
-		return nil, refusal{why: strings.Join(u.Blocked, "; "), recreatable: u.Recreatable && injected != nil}, nil
-	case injected == nil:
-		// Without the content the Pod was injected with, a sidecar someone edited since (a
-		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
-		return nil, refusal{why: r.unknownInjection(pod, c)}, nil
-	}
-	if len(u.Resources) > 0 && !r.Resize {
-		return nil, refusal{why: noResize, recreatable: true}, nil
-	}
-	if why := u.ResizeRefusal(); why != "" {
-		return nil, refusal{why: why, recreatable: true}, nil
-	}
-	if why, err := nodes.refusesNativeSidecarImages(ctx, pod, u); why != "" || err != nil {
-		return nil, refusal{why: why, recreatable: true}, err
-	}
-	return u, refusal{}, nil
-}
-
-// noResize is why a sidecar's new resources cannot reach a running pod on an API server
-// without in-place resize.
-const noResize = "the sidecar's resources changed and this API server does not serve pods/resize (in-place resize, Kubernetes 1.33 and later); recreate the pod to update it"
-
-// unknownInjection says why a Pod whose injected content is not known is left alone.
-func (r *RolloutReconciler) unknownInjection(pod *corev1.Pod, c *inject.CompiledSet) string {
-	if r.Namespace == "" {
-		return "the operator stores no revisions (it runs without POD_NAMESPACE), so a sidecar edited since injection cannot be told apart; recreate the pod to update it"
-	}
-	hash, _ := inject.InjectedHash(pod.Annotations, c.Name())
-	return fmt.Sprintf("the revision it was injected with (%s) is not stored, so a sidecar edited since injection cannot be told apart; recreate the pod to update it", revision.Name(c.Name(), hash))
+	return status.PlanInPlace(snap, c, pod, namespaceLabels(pod.Namespace), injected, status.InPlaceEnv{
+		Revisions: r.Namespace != "", Resize: r.Resize,
+		KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
+	})
 }
 
 // patchOrRefusal applies a patch; a refusal by the API server (an admission policy, an

@@ -1,5 +1,5 @@
 // Command kubectl-sidecarset is the kubectl plugin of sidecarset-operator: `kubectl sidecarset
-// inject|explain|status`. See `kubectl sidecarset --help`.
+// inject|explain|status|rollout plan`. See `kubectl sidecarset --help`.
 package main
 
 import (

@@ -97,6 +97,11 @@ func TestUsageErrors(t *testing.T) {
 		{"explain", "pod", "x", "-f", "y.yaml"},
 		{"status"},
 		{"status", "a", "b"},
+		{"rollout"},
+		{"rollout", "bogus"},
+		{"rollout", "plan"},
+		{"rollout", "plan", "a", "b"},
+		{"rollout", "plan", "a", "-o", "yaml"},
 		{"nonsense"},
 		{"inject", "-f", "-", "--sidecarsets", "-"},
 	} {
@@ -122,6 +127,7 @@ current-context: c
 	for _, args := range [][]string{
 		{"status", "x", "--kubeconfig", kubeconfig},
 		{"explain", "pod", "x", "--kubeconfig", kubeconfig},
+		{"rollout", "plan", "x", "--kubeconfig", kubeconfig},
 		{"inject", "-f", "testdata/workloads/input.yaml", "--kubeconfig", kubeconfig},
 	} {
 		code, _, stderr := runPlugin(t, args, "")

@@ -1,6 +1,7 @@
 // Package cli is the kubectl-sidecarset plugin: offline injection (inject), explanations of
-// what every SidecarSet does to a pod (explain), and a SidecarSet's status (status). It runs
-// the pod webhook's own handler and engine, so its answers are the webhook's.
+// what every SidecarSet does to a pod (explain), a SidecarSet's status (status), and what the
+// next step of its rollout does to each pod (rollout plan). It runs the pod webhook's own
+// handler and engine, and the rollout's own step, so its answers are the operator's.
 package cli
 
 import (
@@ -118,7 +119,8 @@ func newRootCommand(o *options) *cobra.Command {
 		Short: "Inject, explain and inspect SidecarSets with the operator's own engine",
 		Long: `kubectl sidecarset answers the day-two questions about SidecarSets with the pod webhook's own
 engine: what a manifest looks like injected (inject), why a pod did or did not get a sidecar
-(explain), and where a SidecarSet stands (status).
+(explain), where a SidecarSet stands (status), and what its rollout's next step does to each
+pod, before it happens (rollout plan).
 
 Exit codes: 0 success; 1 bad input or a pod the webhook refuses; 2 wrong flags or arguments;
 3 the cluster could not be reached or refused a read.`,
@@ -129,7 +131,7 @@ Exit codes: 0 success; 1 bad input or a pod the webhook refuses; 2 wrong flags o
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "sidecarset-system",
 		"namespace the operator runs in: never injected, and where SidecarSet revisions are stored")
-	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o))
+	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o))
 	return cmd
 }
 

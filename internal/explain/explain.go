@@ -208,7 +208,7 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	rolling := strategy.Type == appsv1alpha1.RollingUpdate
 	switch {
 	case !ok && rolling && strategy.Remediate == appsv1alpha1.RecreateEvict:
-		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); " + recreation(p.Pod, c)
+		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); " + Recreation(p.Pod, c)
 	case !ok:
 		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
 	case hash == c.Hash:
@@ -226,7 +226,7 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	case err != nil:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s): %v", hash, c.Hash, err)
 	case len(u.Blocked) > 0 && u.Recreatable && injected != nil && strategy.Recreate == appsv1alpha1.RecreateEvict:
-		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place (%s); %s", hash, c.Hash, strings.Join(u.Blocked, "; "), recreation(p.Pod, c))
+		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place (%s); %s", hash, c.Hash, strings.Join(u.Blocked, "; "), Recreation(p.Pod, c))
 	case len(u.Blocked) > 0:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s) and not updatable in place: %s", hash, c.Hash, strings.Join(u.Blocked, "; "))
 	}
@@ -234,8 +234,8 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 		hash, c.Hash, c.Name())
 }
 
-// recreation says whether the rolling update recreates the pod by eviction, or why not.
-func recreation(pod *corev1.Pod, c *inject.CompiledSet) string {
+// Recreation says whether the rolling update recreates the pod by eviction, or why not.
+func Recreation(pod *corev1.Pod, c *inject.CompiledSet) string {
 	owner, why := status.RecreatingController(pod)
 	if owner == nil {
 		return "the rolling update does not recreate it: " + why

@@ -118,8 +118,43 @@ type Plan struct {
 // Done reports whether the rollout has nothing left to start: every Pod it may update is.
 func (p Plan) Done() bool { return len(p.Update) == 0 && p.Waiting == 0 }
 
+// WaitReason is why a Pod the rollout still has to update does not start now.
+type WaitReason string
+
+// Wait reasons, from the first that applies.
+const (
+	// WaitPaused: the strategy is paused (or the rollout halted).
+	WaitPaused WaitReason = "paused"
+	// WaitStarting: the kubelet is still creating the Pod's containers.
+	WaitStarting WaitReason = "starting"
+	// WaitWorkloadBusy: another Pod of the Pod's workload is being recreated.
+	WaitWorkloadBusy WaitReason = "workload busy"
+	// WaitBudget: updating it would take the unavailable Pods beyond maxUnavailable.
+	WaitBudget WaitReason = "budget"
+	// WaitPartition: the partition keeps it at its revision.
+	WaitPartition WaitReason = "partition"
+)
+
+// Wait is one Pod the rollout still has to update that does not start now, and why.
+type Wait struct {
+	// Pod is the Pod's index into the Pods given.
+	Pod    int
+	Reason WaitReason
+	// HeldBack is true when only its namespace's Pods unavailable for reasons of their own
+	// keep it waiting (Reason is WaitBudget).
+	HeldBack bool
+}
+
 // Compute plans the next step of the rollout over pods.
 func Compute(pods []Pod, s Strategy) (Plan, error) {
+	p, _, err := ComputeWaits(pods, s)
+	return p, err
+}
+
+// ComputeWaits is Compute, and says why each eligible Pod still to update that it does not
+// pick waits: those Plan.Waiting counts, then those the partition keeps, in the order the
+// planner looked at them.
+func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 	matched, injected := 0, 0
 	for _, pod := range pods {
 		if pod.Terminating {
@@ -132,11 +167,11 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 	}
 	keep, err := scaled(s.Partition, 0, injected, true, "partition")
 	if err != nil {
-		return Plan{}, err
+		return Plan{}, nil, err
 	}
 	budget, err := scaled(s.MaxUnavailable, 1, matched, false, "maxUnavailable")
 	if err != nil {
-		return Plan{}, err
+		return Plan{}, nil, err
 	}
 	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1), Restarting: s.InFlight, Unavailable: s.InFlight}
 	// others: namespace -> Pods unavailable for reasons of their own.
@@ -181,6 +216,10 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 	slices.SortStableFunc(remedy, byAvailability)
 	quota := max(0, injected-p.Keep-p.Updated)
 	restarting, held, recreating := p.Restarting, map[string]bool{}, map[string]bool{}
+	var waits, kept []Wait
+	for _, i := range todo[min(quota, len(todo)):] {
+		kept = append(kept, Wait{Pod: i, Reason: WaitPartition})
+	}
 	for _, i := range append(todo[:min(quota, len(todo))], remedy...) {
 		pod := pods[i]
 		busy := pod.WorkloadBusy || (pod.Recreate && recreating[pod.Workload])
@@ -190,6 +229,7 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 		switch {
 		case s.Paused, pod.Starting, busy:
 			p.Waiting++ // a starting Pod is updated once it runs; a busy workload's Pod waits its turn
+			waits = append(waits, Wait{Pod: i, Reason: waitReason(s.Paused, pod.Starting)})
 		case !pod.Available:
 			// Already unavailable: updating it costs nothing. It restarts from now on.
 			p.Update = append(p.Update, i)
@@ -202,14 +242,29 @@ func Compute(pods []Pod, s Strategy) (Plan, error) {
 			restarting++
 		default:
 			p.Waiting++
+			w := Wait{Pod: i, Reason: WaitBudget}
 			if restarting < p.MaxUnavailable {
 				held[pod.Namespace] = true
 				p.HeldBackPods++
+				w.HeldBack = true
 			}
+			waits = append(waits, w)
 		}
 	}
 	p.HeldBack = slices.Sorted(maps.Keys(held))
-	return p, nil
+	return p, append(waits, kept...), nil
+}
+
+// waitReason is why a Pod that Compute does not pick for its own sake waits: the first of
+// paused, starting, its workload busy.
+func waitReason(paused, starting bool) WaitReason {
+	switch {
+	case paused:
+		return WaitPaused
+	case starting:
+		return WaitStarting
+	}
+	return WaitWorkloadBusy
 }
 
 // scaled resolves v against n; def when v is nil.

@@ -227,3 +227,68 @@ func TestComputeNamesTheNamespacesHeldBack(t *testing.T) {
 		t.Errorf("Compute = update %v held back %v", p.Update, p.HeldBack)
 	}
 }
+
+// TestComputeWaits: every eligible Pod still to update that Compute does not pick is named
+// once with why it waits, and the Pods it picks, the ones already updated, the ineligible and
+// the ones never to update are not.
+func TestComputeWaits(t *testing.T) {
+	tests := []struct {
+		name string
+		pods string
+		s    Strategy
+		// want: one word per pod: now (picked), - (not named), or its wait reason (held: held
+		// back by its namespace).
+		want string
+	}{
+		{"budget", "ooo", Strategy{}, "now budget budget"},
+		{"paused before starting", "os", Strategy{Paused: true}, "paused paused"},
+		{"starting", "s o", Strategy{}, "starting now"},
+		{"partition keeps the last by key", "oooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(4))}, "now now partition partition"},
+		{"partition, budget and ineligible", "uoxoo", Strategy{Partition: ptr(intstr.FromInt32(2))}, "- now - budget partition"},
+		{"one recreation per workload", "ee o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, "now workload-busy now"},
+		{"busy workload", "Eb o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, "- workload-busy now"},
+		{"held back by its namespace", "No oo", Strategy{}, "- held now budget"},
+		{"never injected: remediated or left", "im", Strategy{}, "- now"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps := pods(tt.pods)
+			p, waits, err := ComputeWaits(ps, tt.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(ps))
+			for i := range got {
+				got[i] = "-"
+			}
+			for _, i := range p.Update {
+				got[i] = "now"
+			}
+			for _, w := range waits {
+				if got[w.Pod] != "-" {
+					t.Fatalf("pod %d named twice: %s and %+v", w.Pod, got[w.Pod], w)
+				}
+				got[w.Pod] = strings.ReplaceAll(string(w.Reason), " ", "-")
+				if w.HeldBack {
+					got[w.Pod] = "held"
+				}
+			}
+			if s := strings.Join(got, " "); s != tt.want {
+				t.Errorf("ComputeWaits(%q) = %s; want %s", tt.pods, s, tt.want)
+			}
+			if wait := countWaits(waits, func(w Wait) bool { return w.Reason != WaitPartition }); wait != p.Waiting {
+				t.Errorf("%d waits besides the partition's, Plan.Waiting %d", wait, p.Waiting)
+			}
+		})
+	}
+}
+
+func countWaits(ws []Wait, f func(Wait) bool) int {
+	n := 0
+	for _, w := range ws {
+		if f(w) {
+			n++
+		}
+	}
+	return n
+}

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
-
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
@@ -122,24 +120,22 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		v, known := memory.NotUpdatable[key]
 		known = known && v.Hash == set.Hash && v.ResourceVersion == pod.ResourceVersion
 		p.Eligible = !known && eligible(pod)
-		controller, noController := RecreatingController(pod)
-		if controller != nil {
+		if controller, _ := RecreatingController(pod); controller != nil {
 			p.Workload = string(controller.UID)
 			if _, ok := memory.Recreating[p.Workload]; ok && !p.Available {
 				// Evicted, or its replacement not yet available: the rollout's doing.
 				p.Restarting, unavailable[p.Workload] = true, true
 			}
 		}
-		if !p.Updated && !p.Terminating {
-			recreate := (!s.Injected && strategy.Remediate == appsv1alpha1.RecreateEvict) ||
-				(s.Injected && known && v.Recreatable && strategy.Recreate == appsv1alpha1.RecreateEvict)
-			switch {
-			case recreate && controller != nil:
+		if !p.Updated && !p.Terminating && (!s.Injected || known) {
+			why := NotInjected
+			if s.Injected {
+				why = v.Why
+			}
+			if r := Recreate(strategy, pod, s.Injected, why, v.Recreatable); r.Workload != "" {
 				p.Recreate, p.Eligible = true, eligible(pod)
-			case !s.Injected:
-				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: withoutController(NotInjected, recreate, noController), NeverInjected: true})
-			case known:
-				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: withoutController(v.Why, recreate, noController)})
+			} else {
+				in.Blocked = append(in.Blocked, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: r.Left, NeverInjected: !s.Injected})
 			}
 		}
 		in.Plan = append(in.Plan, p)

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -183,6 +186,95 @@ func TestPluginExplainAndStatus(t *testing.T) {
 	code, _, stderr = plugin(t, "", "status", "no-such-set")
 	if code != cli.ExitRefused || !strings.Contains(stderr, `SidecarSet "no-such-set" not found`) {
 		t.Errorf("status of a missing set: exit %d, %q", code, stderr)
+	}
+}
+
+// TestPluginRolloutPlan: rollout plan reads the set, the opted-in pods, their namespaces and
+// the stored revisions from the cluster (outdated pods are updatable in place: the revision they
+// were injected with was found) and writes nothing; with -f it plans a change not yet applied;
+// and the pod it says the next step updates now is the one the operator's rollout updates
+// first once that change is applied.
+func TestPluginRolloutPlan(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 3*time.Second)
+	legacy := appPod(ns, "plan-legacy", "plan", true)
+	must(t, k8s.Create(ctx, legacy)) // before the set: never injected
+	set := createSet(t, rollingSet("plan", "plan"))
+	pods := rolloutPods(t, ns, "plan", 3)
+	waitForCounts(t, set, counts{4, 3, 3, 3})
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.UpdateStrategy.Paused = true
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+	})
+	rollingCondition(t, set, "Paused", "3 pods wait")
+	var live appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &live))
+	images := func() string {
+		var out []string
+		for _, p := range append(slices.Clone(pods), legacy) {
+			out = append(out, imagesOf(getPod(t, p)))
+		}
+		return strings.Join(out, " ")
+	}
+	before := images()
+
+	code, out, stderr := plugin(t, "", "rollout", "plan", set.Name)
+	if code != 0 || stderr != "" || !contains(out, "RollingUpdate, maxUnavailable 1 (default), partition 0, paused",
+		"plan-0        update in place   waits: paused", "plan-2        update in place   waits: paused",
+		"plan-legacy   leave             -               not injected by this SidecarSet", "next step: 0 updated in place, 0 evicted; 3 wait; 1 left alone") {
+		t.Errorf("rollout plan: exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+
+	// The change about to be applied: unpaused.
+	change := live.DeepCopy()
+	change.Spec.UpdateStrategy.Paused = false
+	change.TypeMeta = metav1.TypeMeta{APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "SidecarSet"}
+	raw, err := yaml.Marshal(change)
+	must(t, err)
+	file := filepath.Join(t.TempDir(), "plan.yaml")
+	must(t, os.WriteFile(file, raw, 0o600))
+	code, out, stderr = plugin(t, "", "rollout", "plan", "-f", file, "-o", "json")
+	var plan cli.RolloutPlan
+	if code != 0 || stderr != "" || json.Unmarshal([]byte(out), &plan) != nil {
+		t.Fatalf("rollout plan -f: exit %d, stderr %q:\n%s", code, stderr, out)
+	}
+	var now, waiting []string
+	for _, p := range plan.Pods {
+		switch {
+		case p.Next == "now" && p.Action == cli.ActionInPlace:
+			now = append(now, p.Name)
+		case p.Next == "waits" && p.WaitsFor == "budget":
+			waiting = append(waiting, p.Name)
+		}
+	}
+	if len(now) != 1 || len(waiting) != 2 || plan.Strategy.Paused {
+		t.Fatalf("rollout plan -f: %d now %v, %d waiting for the budget %v; want 1 and 2:\n%s", len(now), now, len(waiting), waiting, out)
+	}
+
+	// Nothing was written.
+	var after appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &after))
+	if after.Generation != live.Generation || images() != before {
+		t.Fatalf("the plan wrote: generation %d -> %d, pods %s -> %s", live.Generation, after.Generation, before, images())
+	}
+
+	// Applied, the rollout starts with the pod the plan named.
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.UpdateStrategy.Paused = false })
+	var first string
+	eventually(t, "the rollout to update a pod", func() (bool, string) {
+		var updated []string
+		for _, p := range pods {
+			if strings.Contains(imagesOf(getPod(t, p)), "agent:2.0") {
+				updated = append(updated, p.Name)
+			}
+		}
+		if len(updated) == 1 {
+			first = updated[0]
+		}
+		return len(updated) > 0, fmt.Sprint(updated)
+	})
+	if first != now[0] {
+		t.Errorf("the rollout updated %q first; the plan said %q", first, now[0])
 	}
 }
 
