@@ -342,7 +342,9 @@ func TestResizeOnRealNode(t *testing.T) {
 	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = image("agent:v2") })
 	waitForRollout(t, set, "Complete", "2 of 2 matched pods carry hash")
 	waitForCounts(t, set, 2)
-	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Resources = sized("100m", "48Mi", "300m", "64Mi") })
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Resources = sized("100m", "48Mi", "300m", "64Mi")
+	})
 	waitForRollout(t, set, "PodsNotUpdatable", "2 of 2 matched pods carry hash", "2 pods cannot be updated in place")
 	pods := podsOf(t, ns, "resized")
 	for i := range pods {
