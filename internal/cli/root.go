@@ -131,7 +131,7 @@ Exit codes: 0 success; 1 bad input or a pod the webhook refuses; 2 wrong flags o
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "sidecarset-system",
 		"namespace the operator runs in: never injected, and where SidecarSet revisions are stored")
-	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o))
+	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newConvertCommand(o))
 	return cmd
 }
 

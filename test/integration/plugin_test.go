@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -311,5 +312,38 @@ func TestKubectlWaitForReady(t *testing.T) {
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &got))
 	if c := meta.FindStatusCondition(got.Status.Conditions, appsv1alpha1.ConditionReady); c == nil || c.ObservedGeneration != got.Generation {
 		t.Errorf("Ready %+v at generation %d", c, got.Generation)
+	}
+}
+
+// TestPluginConvertsKruiseSidecarSets: `convert -f` on OpenKruise SidecarSets (the samples of
+// internal/cli/testdata/convert) gives SidecarSets that the API server stores as they are: the
+// CRD's schema and the operator's validating webhook accept them (a server-side dry run), and
+// OpenKruise's defaults that differ from ours are written out.
+func TestPluginConvertsKruiseSidecarSets(t *testing.T) {
+	input, err := os.ReadFile(filepath.Join("..", "..", "internal", "cli", "testdata", "convert", "input.yaml"))
+	must(t, err)
+	code, stdout, stderr := plugin(t, string(input), "convert", "-f", "-")
+	if code != 0 {
+		t.Fatalf("convert exited %d: %s", code, stderr)
+	}
+	docs, err := cli.ReadDocuments(strings.NewReader(stdout), "convert's output")
+	must(t, err)
+	sets := 0
+	for _, d := range docs {
+		if d.Object.GetKind() != "SidecarSet" {
+			continue
+		}
+		sets++
+		var set appsv1alpha1.SidecarSet
+		must(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.Object.Object, &set, true))
+		if set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate || set.Spec.UpdateStrategy.MaxUnavailable == nil {
+			t.Errorf("SidecarSet %s: updateStrategy %+v, want OpenKruise's defaults (RollingUpdate, maxUnavailable) written out", set.Name, set.Spec.UpdateStrategy)
+		}
+		if err := k8s.Create(ctx, &set, client.DryRunAll); err != nil {
+			t.Errorf("the API server refused converted SidecarSet %s: %v", set.Name, err)
+		}
+	}
+	if sets != 2 {
+		t.Errorf("convert printed %d SidecarSets, want the 2 of the input", sets)
 	}
 }
