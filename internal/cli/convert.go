@@ -231,4 +231,3 @@ func withoutKruise(annotations map[string]string) map[string]string {
 	}
 	return out
 }
-
