@@ -106,8 +106,9 @@ type UpdateStrategy struct {
 	Type UpdateStrategyType `json:"type,omitempty"`
 
 	// Partition is how many of the injected Pods keep their current sidecars: a number, or a
-	// percentage of the injected Pods (rounded up). Pods are updated not-Ready first, then in
-	// namespace/name order; Pods created after the change are injected with the new content
+	// percentage of the injected Pods (rounded up). Pods are updated not-Ready first, then by
+	// priorityStrategy, spread by scatterStrategy, then in namespace/name order; the last in
+	// that order keep theirs. Pods created after the change are injected with the new content
 	// and count as updated; Pods the set never injected count neither way. Default 0: all.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
@@ -162,6 +163,23 @@ type UpdateStrategy struct {
 	// +kubebuilder:validation:Minimum=10
 	// +optional
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// PriorityStrategy orders the updates by the Pods' labels: higher priority first. The
+	// rollout still updates not-Ready Pods first (it costs no availability), and ties keep the
+	// namespace/name order. With a partition, the lowest in that order keep their sidecars.
+	// +optional
+	PriorityStrategy *UpdatePriorityStrategy `json:"priorityStrategy,omitempty"`
+
+	// ScatterStrategy spreads the Pods carrying a label (key and value; value "*" takes each
+	// value the Pods carry in turn) evenly over the update order, instead of updating them
+	// back to back: a rollout over several zones then restarts sidecars across the zones
+	// rather than zone after zone. It orders Pods of equal availability and priority. With
+	// several terms, the one that more Pods match is spread first; one term is easier to
+	// follow.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ScatterStrategy []UpdateScatterTerm `json:"scatterStrategy,omitempty"`
 }
 
 // RecreatePolicy says whether the rollout recreates Pods by eviction.

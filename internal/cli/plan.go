@@ -65,6 +65,9 @@ type PlanStrategy struct {
 	Remediate string `json:"remediate,omitempty"`
 	// Selector is the canary selector, when there is one.
 	Selector string `json:"selector,omitempty"`
+	// Priority and Scatter are the order's priority and scatter strategies, when set.
+	Priority string `json:"priority,omitempty"`
+	Scatter  string `json:"scatter,omitempty"`
 
 	maxUnavailable, partition *intstr.IntOrString
 }
@@ -74,6 +77,9 @@ type PlannedPod struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Action    Action `json:"action"`
+	// Order is the Pod's place (from 1) in the order the rollout takes the Pods it updates now
+	// or later; 0 for the others.
+	Order int `json:"order,omitempty"`
 	// Next is "now" when the next step starts the action, "waits" when the Pod waits for a
 	// later one (WaitsFor says why), empty when the rollout has nothing to do with it.
 	Next     string `json:"next,omitempty"`
@@ -176,6 +182,10 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status
 	for _, b := range inputs.Blocked {
 		blocked[b.Namespace+"/"+b.Name] = b.Why
 	}
+	order := map[int]int{}
+	for n, i := range res.Order {
+		order[i] = n + 1
+	}
 	for i, pod := range inputs.Targets {
 		row := rolled(c, pod, before[i], verdicts[i], blocked[status.PodKey(pod)])
 		if row.Action != ActionLeave && row.Action != ActionCurrent && !before[i].Eligible {
@@ -184,13 +194,29 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status
 		switch w, waiting := waits[i]; {
 		case row.Action == ActionLeave || row.Action == ActionCurrent:
 		case next[i] != "":
-			row.Next = next[i]
+			row.Next, row.Order = next[i], order[i]
 		case waiting:
-			row.Next, row.WaitsFor = "waits", waitsFor(w, pod.Namespace)
+			row.Next, row.WaitsFor, row.Order = "waits", waitsFor(w, pod.Namespace), order[i]
 		}
 		plan.add(row)
 	}
+	plan.renumber()
 	return nil
+}
+
+// renumber numbers the order of the Pods the rollout updates from 1 without gaps: the
+// rollout's order also holds Pods it only finds it leaves when it tries them.
+func (plan *RolloutPlan) renumber() {
+	var ordered []*PlannedPod
+	for i := range plan.Pods {
+		if plan.Pods[i].Order > 0 {
+			ordered = append(ordered, &plan.Pods[i])
+		}
+	}
+	slices.SortFunc(ordered, func(a, b *PlannedPod) int { return a.Order - b.Order })
+	for n, p := range ordered {
+		p.Order = n + 1
+	}
 }
 
 // inPlaceVerdict is whether a Pod takes the set's current spec in place, and how.
@@ -322,7 +348,39 @@ func strategyOf(set *appsv1alpha1.SidecarSet) PlanStrategy {
 	if s.Selector != nil {
 		out.Selector = metav1.FormatLabelSelector(s.Selector)
 	}
+	out.Priority, out.Scatter = priorityOf(s.PriorityStrategy), scatterOf(s.ScatterStrategy)
 	return out
+}
+
+// priorityOf is the priority strategy on one line: "weights 60 (tier=canary), 30 (zone=b)" or
+// "ordered keys ordinal, rack"; empty when unset.
+func priorityOf(p *appsv1alpha1.UpdatePriorityStrategy) string {
+	if p == nil {
+		return ""
+	}
+	var parts []string
+	for _, w := range p.WeightPriority {
+		parts = append(parts, fmt.Sprintf("%d (%s)", w.Weight, metav1.FormatLabelSelector(&w.MatchSelector)))
+	}
+	if len(parts) > 0 {
+		return "weights " + strings.Join(parts, ", ")
+	}
+	for _, o := range p.OrderPriority {
+		parts = append(parts, o.OrderedKey)
+	}
+	if len(parts) > 0 {
+		return "ordered keys " + strings.Join(parts, ", ")
+	}
+	return ""
+}
+
+// scatterOf is the scatter strategy on one line: "zone=*, app=web"; empty when unset.
+func scatterOf(terms []appsv1alpha1.UpdateScatterTerm) string {
+	var parts []string
+	for _, t := range terms {
+		parts = append(parts, t.Key+"="+t.Value)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printPlan prints the plan as a table, with the strategy above and the counts below.
@@ -332,19 +390,22 @@ func printPlan(out io.Writer, plan *RolloutPlan) error {
 	if plan.Note != "" {
 		fmt.Fprintln(w, plan.Note)
 	}
-	fmt.Fprintln(w, "NAMESPACE\tPOD\tACTION\tNEXT STEP\tWHY")
+	fmt.Fprintln(w, "ORDER\tNAMESPACE\tPOD\tACTION\tNEXT STEP\tWHY")
 	if len(plan.Pods) == 0 {
-		fmt.Fprintln(w, "(none)\t\t\t\tthe SidecarSet selects no pod")
+		fmt.Fprintln(w, "-\t(none)\t\t\t\tthe SidecarSet selects no pod")
 	}
 	for _, p := range plan.Pods {
-		next := "-"
+		next, order := "-", "-"
 		switch p.Next {
 		case "now":
 			next = "now"
 		case "waits":
 			next = "waits: " + p.WaitsFor
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Action, next, p.Why)
+		if p.Order > 0 {
+			order = fmt.Sprint(p.Order)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", order, p.Namespace, p.Name, p.Action, next, p.Why)
 	}
 	if plan.Strategy.Type != string(appsv1alpha1.RollingUpdate) {
 		fmt.Fprintln(w, "next step: none; running pods are never updated")
@@ -364,6 +425,12 @@ func (s PlanStrategy) describe() string {
 		"partition " + resolved(s.Partition, s.partition, "")}
 	if s.Selector != "" {
 		parts = append(parts, "selector "+s.Selector)
+	}
+	if s.Priority != "" {
+		parts = append(parts, "priority "+s.Priority)
+	}
+	if s.Scatter != "" {
+		parts = append(parts, "scatter "+s.Scatter)
 	}
 	if s.Paused {
 		parts = append(parts, "paused")

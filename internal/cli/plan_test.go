@@ -26,7 +26,8 @@ import (
 const injectedAnnotation = "test.sidecarset.io/injected"
 
 // TestRolloutPlanGolden plans each case under testdata/plan (a directory with the SidecarSet
-// now, sidecarsets.yaml) over the pods of testdata/plan/cluster.yaml, injected as the webhook
+// now, sidecarsets.yaml) over the pods of testdata/plan/cluster.yaml (and of the case's own
+// cluster.yaml, when it has one), injected as the webhook
 // injects them with the set of testdata/plan/before.yaml, whose revision the operator stored,
 // and compares the table and the JSON with the case's golden file.
 func TestRolloutPlanGolden(t *testing.T) {
@@ -63,7 +64,11 @@ func planCase(t *testing.T, dir string) planInput {
 	var namespaces []*corev1.Namespace
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
-	for _, d := range readDocs(t, "testdata/plan/cluster.yaml") {
+	docs := readDocs(t, "testdata/plan/cluster.yaml")
+	if _, err := os.Stat(filepath.Join(dir, "cluster.yaml")); err == nil {
+		docs = append(docs, readDocs(t, filepath.Join(dir, "cluster.yaml"))...) // the case's own pods
+	}
+	for _, d := range docs {
 		switch d.Object.GetKind() {
 		case "Namespace":
 			namespaces = append(namespaces, convert[corev1.Namespace](t, d.Object.Object))

@@ -26,14 +26,15 @@
 //     While a workload has a Pod being recreated, no other Pod of it is picked: one Pod per
 //     workload at a time, as a StatefulSet's controller needs.
 //
-// The order is deterministic: unavailable Pods first, then by namespace/name.
+// The order is deterministic: unavailable Pods first, then by the strategy's priority (the
+// Pods' labels), then by namespace/name, with the strategy's scatter terms spreading the Pods
+// they name over each run of Pods of equal availability and priority (see Order).
 package rollout
 
 import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -74,6 +75,8 @@ type Pod struct {
 	// WorkloadBusy is true when another Pod of the Pod's workload is being recreated: the Pod
 	// waits its turn.
 	WorkloadBusy bool
+	// Labels are the Pod's labels, which the strategy's Order reads. Never modified.
+	Labels map[string]string
 }
 
 // Strategy is the resolved update strategy.
@@ -90,12 +93,18 @@ type Strategy struct {
 	// and its controller has not created the replacement yet. They count against the
 	// set-wide budget.
 	InFlight int
+	// Order ranks the Pods to update by their labels (priority and scatter).
+	Order Order
 }
 
 // Plan is the planner's answer.
 type Plan struct {
 	// Update are the indices (into the Pods given) of the Pods to update now, in order.
 	Update []int
+	// Order are the indices of the eligible Pods still to update, in the order the rollout
+	// takes them: those within the partition, then those to remediate, then those the
+	// partition keeps (the next ones a lower partition lets through).
+	Order []int
 	// Keep and MaxUnavailable are the strategy's values resolved against the Pods.
 	Keep, MaxUnavailable int
 	// Updated and Unavailable count the Pods as given (terminating Pods are unavailable);
@@ -203,18 +212,10 @@ func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 			todo = append(todo, i)
 		}
 	}
-	byAvailability := func(a, b int) int {
-		if pods[a].Available != pods[b].Available {
-			if pods[a].Available {
-				return 1
-			}
-			return -1
-		}
-		return strings.Compare(pods[a].Key, pods[b].Key)
-	}
-	slices.SortStableFunc(todo, byAvailability)
-	slices.SortStableFunc(remedy, byAvailability)
+	s.Order.sortPods(pods, todo)
+	s.Order.sortPods(pods, remedy)
 	quota := max(0, injected-p.Keep-p.Updated)
+	p.Order = slices.Concat(todo[:min(quota, len(todo))], remedy, todo[min(quota, len(todo)):])
 	restarting, held, recreating := p.Restarting, map[string]bool{}, map[string]bool{}
 	var waits, kept []Wait
 	for _, i := range todo[min(quota, len(todo)):] {

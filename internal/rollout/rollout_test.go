@@ -113,7 +113,8 @@ func TestComputeRefusesBadValues(t *testing.T) {
 // set-wide restarts stay within the budget unless every pod started was already unavailable,
 // never more updated than the partition allows, never an ineligible, starting, terminating,
 // never-injected or updated pod started, and, when no pod fails and every one is eligible, the
-// rollout completes.
+// rollout completes; whatever the priority and scatter order, which orders each Pod to update
+// exactly once.
 func TestRolloutSimulation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 25))
 	started := 0
@@ -124,7 +125,8 @@ func TestRolloutSimulation(t *testing.T) {
 		for i := range ps {
 			ns := fmt.Sprintf("ns-%d", rng.IntN(3))
 			ps[i] = Pod{Key: fmt.Sprintf("%s/p%03d", ns, i), Namespace: ns, Injected: rng.IntN(12) > 0,
-				Available: rng.IntN(10) > 0, Eligible: rng.IntN(8) > 0, Terminating: rng.IntN(30) == 0}
+				Available: rng.IntN(10) > 0, Eligible: rng.IntN(8) > 0, Terminating: rng.IntN(30) == 0,
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", rng.IntN(3))}}
 			failing[i] = rng.IntN(15) == 0
 		}
 		s := Strategy{}
@@ -136,11 +138,21 @@ func TestRolloutSimulation(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			s.Partition = ptr(intstr.FromInt32(int32(rng.IntN(n + 2))))
 		}
+		switch rng.IntN(3) {
+		case 1:
+			s.Order.Weights = []WeightTerm{weight(int64(rng.IntN(101)), "zone=z0"), weight(int64(rng.IntN(101)), "zone in (z1,z2)")}
+		case 2:
+			s.Order.Scatter = []ScatterTerm{{"zone", AnyValue}}
+		}
 		updating := map[int]int{} // pod -> steps until available
 		for step := 0; step < 20*n+20; step++ {
 			before, err := Compute(ps, s)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if todo := countPods(ps, func(p Pod) bool { return p.Injected && p.Eligible && !p.Updated && !p.Terminating }); len(before.Order) != todo ||
+				len(slices.Compact(slices.Sorted(slices.Values(before.Order)))) != todo {
+				t.Fatalf("run %d step %d: order %v is not each of the %d pods to update once", run, step, before.Order, todo)
 			}
 			unavailableBefore := unavailableByNamespace(ps)
 			free := 0

@@ -98,7 +98,8 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		key := PodKey(pod)
 		seen[key] = true
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
-			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting}
+			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting,
+			Labels: pod.Labels}
 		if why := stuckUpdate(s); why != "" {
 			// Nothing the rollout can do: the Pod carries the current hash, and what it asked
 			// of the Pod did not (and will not) happen.

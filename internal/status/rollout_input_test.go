@@ -1,6 +1,8 @@
 package status
 
 import (
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -263,16 +265,22 @@ func TestRolloutInputs(t *testing.T) {
 				eligible = everyPod
 			}
 			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, testScope, eligible, memory, now)
-			if !slices.Equal(in.Plan, tt.want) {
-				t.Errorf("plan\n got %+v\nwant %+v", in.Plan, tt.want)
-			}
 			if len(in.Targets) != len(in.Plan) {
-				t.Errorf("%d targets for %d planned pods", len(in.Targets), len(in.Plan))
+				t.Fatalf("%d targets for %d planned pods", len(in.Targets), len(in.Plan))
 			}
+			plan := slices.Clone(in.Plan)
 			for i := range in.Targets {
-				if PodKey(in.Targets[i]) != in.Plan[i].Key {
-					t.Errorf("target %d is %s, planned %s", i, PodKey(in.Targets[i]), in.Plan[i].Key)
+				if PodKey(in.Targets[i]) != plan[i].Key {
+					t.Errorf("target %d is %s, planned %s", i, PodKey(in.Targets[i]), plan[i].Key)
 				}
+				// The planner orders the Pods by their labels.
+				if !maps.Equal(plan[i].Labels, in.Targets[i].Labels) || len(plan[i].Labels) == 0 {
+					t.Errorf("planned %s with labels %v, the pod has %v", plan[i].Key, plan[i].Labels, in.Targets[i].Labels)
+				}
+				plan[i].Labels = nil
+			}
+			if !slices.EqualFunc(plan, tt.want, func(a, b rollout.Pod) bool { return reflect.DeepEqual(a, b) }) {
+				t.Errorf("plan\n got %+v\nwant %+v", plan, tt.want)
 			}
 			if tt.wantCounts != (Counts{}) && in.Counts != tt.wantCounts {
 				t.Errorf("counts %+v, want %+v", in.Counts, tt.wantCounts)

@@ -98,6 +98,31 @@ type StepResult struct {
 	Report []BlockedPod
 	// Waits says why each Pod of the last plan still to update waits (into in.Plan).
 	Waits []rollout.Wait
+	// Order are the Pods the step had to update (into in.Plan), in the order it took them
+	// (rollout.Plan.Order of its first plan).
+	Order []int
+}
+
+// OrderOf is the order of a set's rollout, from its update strategy's priority and scatter
+// strategies.
+func OrderOf(strategy appsv1alpha1.UpdateStrategy) (rollout.Order, error) {
+	var o rollout.Order
+	if ps := strategy.PriorityStrategy; ps != nil {
+		for i, w := range ps.WeightPriority {
+			sel, err := metav1.LabelSelectorAsSelector(&w.MatchSelector)
+			if err != nil {
+				return o, fmt.Errorf("spec.updateStrategy.priorityStrategy.weightPriority[%d].matchSelector: %w", i, err)
+			}
+			o.Weights = append(o.Weights, rollout.WeightTerm{Weight: int64(w.Weight), Selector: sel})
+		}
+		for _, k := range ps.OrderPriority {
+			o.Keys = append(o.Keys, k.OrderedKey)
+		}
+	}
+	for _, t := range strategy.ScatterStrategy {
+		o.Scatter = append(o.Scatter, rollout.ScatterTerm{Key: t.Key, Value: t.Value})
+	}
+	return o, nil
 }
 
 // Step takes the next step of a set's rollout over in (from RolloutInputs, with memory): it
@@ -112,17 +137,22 @@ type StepResult struct {
 func Step(set *inject.CompiledSet, in RolloutInput, ro *Rollout, memory RolloutMemory,
 	try func(pod *corev1.Pod, recreate bool) (Attempt, error)) (StepResult, error) {
 	strategy := set.Set.Spec.UpdateStrategy
+	var res StepResult
+	order, err := OrderOf(strategy)
+	if err != nil {
+		return res, err
+	}
 	s := rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable,
-		Paused: strategy.Paused || ro.Halted != "", InFlight: in.InFlight}
-	var (
-		res     StepResult
-		started []int
-	)
+		Paused: strategy.Paused || ro.Halted != "", InFlight: in.InFlight, Order: order}
+	var started []int
 	plan := in.Plan
 	for {
 		p, waits, err := rollout.ComputeWaits(plan, s)
 		if err != nil {
 			return res, err
+		}
+		if res.Order == nil {
+			res.Order = p.Order
 		}
 		ro.Plan, res.Waits = p, waits
 		replan := false

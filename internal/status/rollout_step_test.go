@@ -196,6 +196,79 @@ func TestStep(t *testing.T) {
 	}
 }
 
+// TestStepOrder: the step takes the Pods in the order the set's priority and scatter
+// strategies give their labels, and says so (StepResult.Order); a selector the API would
+// refuse stops the step with the field's path.
+func TestStepOrder(t *testing.T) {
+	zone := func(z string) podOpt { return label("zone", z) }
+	tier := func(v string) podOpt { return label("tier", v) }
+	weights := &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{
+		{Weight: 60, MatchSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "canary"}}},
+		{Weight: 30, MatchSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}}},
+	}}
+	tests := []struct {
+		name     string
+		priority *appsv1alpha1.UpdatePriorityStrategy
+		scatter  []appsv1alpha1.UpdateScatterTerm
+		pods     []*corev1.Pod
+		budget   int32
+		tries    []string
+		order    []string
+		err      string
+	}{{
+		name:     "weights: the sum of the matching terms, highest first; the budget goes to the first",
+		priority: weights, budget: 2,
+		pods:  []*corev1.Pod{outdated("a", zone("a")), outdated("b", zone("b")), outdated("c", zone("b"), tier("canary")), outdated("d", zone("a"), tier("canary"))},
+		tries: []string{"c", "d"}, order: []string{"c", "d", "b", "a"},
+	}, {
+		name:     "order keys: by the number the value ends with, highest first, pods without the key last",
+		priority: &appsv1alpha1.UpdatePriorityStrategy{OrderPriority: []appsv1alpha1.UpdatePriorityOrderTerm{{OrderedKey: "ordinal"}}}, budget: 1,
+		pods:  []*corev1.Pod{outdated("a"), outdated("b", label("ordinal", "web-2")), outdated("c", label("ordinal", "web-10")), outdated("d", label("ordinal", "web-1"))},
+		tries: []string{"c"}, order: []string{"c", "b", "d", "a"},
+	}, {
+		name:    "scatter: zone a spread over the others instead of first by name",
+		scatter: []appsv1alpha1.UpdateScatterTerm{{Key: "zone", Value: "a"}}, budget: 1,
+		pods:  []*corev1.Pod{outdated("a", zone("a")), outdated("b", zone("a")), outdated("c", zone("b")), outdated("d", zone("c"))},
+		tries: []string{"a"}, order: []string{"a", "c", "d", "b"},
+	}, {
+		name:     "a selector the API refuses",
+		priority: &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 1, MatchSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "Like"}}}}}},
+		pods:     []*corev1.Pod{outdated("a")},
+		err:      "spec.updateStrategy.priorityStrategy.weightPriority[0].matchSelector",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+				s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, MaxUnavailable: ptr.To(intstr.FromInt32(max(tt.budget, 1))),
+					PriorityStrategy: tt.priority, ScatterStrategy: tt.scatter}
+			})
+			memory := NewRolloutMemory()
+			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, Scope{}, func(*corev1.Pod) bool { return true }, memory, time.Now())
+			var tries []string
+			res, err := Step(set, in, &Rollout{}, memory, func(pod *corev1.Pod, _ bool) (Attempt, error) {
+				tries = append(tries, pod.Name)
+				return Attempt{Hash: set.Hash}, nil
+			})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || len(tries) > 0 {
+					t.Fatalf("error %v after trying %v; want one naming %s, before trying any pod", err, tries, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var order []string
+			for _, i := range res.Order {
+				order = append(order, in.Targets[i].Name)
+			}
+			if !slices.Equal(tries, tt.tries) || !slices.Equal(order, tt.order) {
+				t.Errorf("tried %v in order %v; want %v in order %v", tries, order, tt.tries, tt.order)
+			}
+		})
+	}
+}
+
 // outdated is a settled, ready Pod the set injected at an older hash.
 func outdated(name string, opts ...podOpt) *corev1.Pod {
 	base := []podOpt{func(p *corev1.Pod) { p.Name, p.ResourceVersion = name, "1" }, injectedWith(map[string]string{"log-agent": "old"}),

@@ -104,9 +104,12 @@ func validatePullSecrets(refs []corev1.LocalObjectReference, path *field.Path) f
 
 // validateUpdateStrategy checks spec.updateStrategy with the rules Kubernetes applies to a
 // Deployment's rolling update: partition and maxUnavailable are non-negative numbers or
-// percentages up to 100%; maxUnavailable is not zero. The selector must be valid.
+// percentages up to 100%; maxUnavailable is not zero. The selector must be valid, and so must
+// the priority and scatter strategies.
 func validateUpdateStrategy(s *appsv1alpha1.UpdateStrategy, path *field.Path) field.ErrorList {
 	errs := metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, path.Child("selector"))
+	errs = append(errs, validatePriorityStrategy(s.PriorityStrategy, path.Child("priorityStrategy"))...)
+	errs = append(errs, validateScatterStrategy(s.ScatterStrategy, path.Child("scatterStrategy"))...)
 	for _, f := range []struct {
 		name string
 		v    *intstr.IntOrString

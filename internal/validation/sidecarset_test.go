@@ -169,5 +169,47 @@ func TestValidateSidecarSetMetadataAndSelectors(t *testing.T) {
 		{name: "update selector operator unknown", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.UpdateStrategy.Selector = expr(metav1.LabelSelectorRequirement{Key: "canary", Operator: "Like"})
 		}, want: []wantErr{{"spec.updateStrategy.selector.matchExpressions[0].operator", field.ErrorTypeInvalid}}},
+		{name: "priority by weights, scattered by zone", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{
+				weightTerm(0, "tier", "canary"), weightTerm(100, "zone", "a")}}
+			s.Spec.UpdateStrategy.ScatterStrategy = []appsv1alpha1.UpdateScatterTerm{{Key: "topology.kubernetes.io/zone", Value: "*"}, {Key: "app", Value: "web"}}
+		}},
+		{name: "priority by ordered keys", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{OrderPriority: []appsv1alpha1.UpdatePriorityOrderTerm{
+				{OrderedKey: "apps.kubernetes.io/pod-index"}, {OrderedKey: "ordinal"}}}
+		}},
+		{name: "priority by weights and by ordered keys", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{weightTerm(1, "zone", "a")},
+				OrderPriority: []appsv1alpha1.UpdatePriorityOrderTerm{{OrderedKey: "ordinal"}}}
+		}, want: []wantErr{{"spec.updateStrategy.priorityStrategy.orderPriority", field.ErrorTypeForbidden}}, detail: "weightPriority"},
+		{name: "weights out of range", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{
+				weightTerm(101, "zone", "a"), weightTerm(-1, "zone", "b")}}
+		}, want: []wantErr{{"spec.updateStrategy.priorityStrategy.weightPriority[0].weight", field.ErrorTypeInvalid},
+			{"spec.updateStrategy.priorityStrategy.weightPriority[1].weight", field.ErrorTypeInvalid}}, detail: "from 0 to 100"},
+		{name: "weight with an empty selector", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 10}}}
+		}, want: []wantErr{{"spec.updateStrategy.priorityStrategy.weightPriority[0].matchSelector", field.ErrorTypeRequired}}, detail: "every pod"},
+		{name: "weight with a broken selector", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 10,
+				MatchSelector: *expr(metav1.LabelSelectorRequirement{Key: "zone", Operator: "Like"})}}}
+		}, want: []wantErr{{"spec.updateStrategy.priorityStrategy.weightPriority[0].matchSelector.matchExpressions[0].operator", field.ErrorTypeInvalid}}},
+		{name: "ordered keys missing, broken, twice", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{OrderPriority: []appsv1alpha1.UpdatePriorityOrderTerm{
+				{}, {OrderedKey: "not a key"}, {OrderedKey: "ordinal"}, {OrderedKey: "ordinal"}}}
+		}, want: []wantErr{{"spec.updateStrategy.priorityStrategy.orderPriority[0].orderedKey", field.ErrorTypeRequired},
+			{"spec.updateStrategy.priorityStrategy.orderPriority[1].orderedKey", field.ErrorTypeInvalid},
+			{"spec.updateStrategy.priorityStrategy.orderPriority[3].orderedKey", field.ErrorTypeDuplicate}}, detail: "key"},
+		{name: "scatter terms missing, broken, twice", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.ScatterStrategy = []appsv1alpha1.UpdateScatterTerm{{Value: "a"}, {Key: "zone"}, {Key: "zone", Value: "not a value"},
+				{Key: "zone", Value: "*"}, {Key: "zone", Value: "*"}}
+		}, want: []wantErr{{"spec.updateStrategy.scatterStrategy[0].key", field.ErrorTypeRequired},
+			{"spec.updateStrategy.scatterStrategy[1].value", field.ErrorTypeRequired},
+			{"spec.updateStrategy.scatterStrategy[2].value", field.ErrorTypeInvalid},
+			{"spec.updateStrategy.scatterStrategy[4]", field.ErrorTypeDuplicate}}},
 	})
+}
+
+func weightTerm(w int32, key, value string) appsv1alpha1.UpdatePriorityWeightTerm {
+	return appsv1alpha1.UpdatePriorityWeightTerm{Weight: w, MatchSelector: metav1.LabelSelector{MatchLabels: map[string]string{key: value}}}
 }

@@ -49,6 +49,21 @@ func TestBadSidecarSetsAreRejected(t *testing.T) {
 		{"transferEnv incomplete", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app"}}
 		}, "spec.containers[0].transferEnv[0].envName", ""},
+		{"priority by weights and by ordered keys", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{
+				WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 1, MatchSelector: metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}}},
+				OrderPriority:  []appsv1alpha1.UpdatePriorityOrderTerm{{OrderedKey: "ordinal"}}}
+		}, "spec.updateStrategy.priorityStrategy.orderPriority", "weightPriority"},
+		{"priority weight above 100", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{
+				WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 101, MatchSelector: metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}}}}
+		}, "spec.updateStrategy.priorityStrategy.weightPriority[0].weight", "100"},
+		{"priority weight with an empty selector", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.PriorityStrategy = &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{{Weight: 10}}}
+		}, "spec.updateStrategy.priorityStrategy.weightPriority[0].matchSelector", "every pod"},
+		{"scatter term without a value", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.UpdateStrategy.ScatterStrategy = []appsv1alpha1.UpdateScatterTerm{{Key: "zone"}}
+		}, "spec.updateStrategy.scatterStrategy[0].value", ""},
 		{"restartPolicy on an init container other than Always", func(s *appsv1alpha1.SidecarSet) {
 			never := corev1.ContainerRestartPolicy("Never")
 			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "x:1", RestartPolicy: &never}}}

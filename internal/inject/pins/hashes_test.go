@@ -117,6 +117,51 @@ func TestHashesArePinned(t *testing.T) {
 	}
 }
 
+// TestRolloutOrderLeavesHashes: the order of a rolling update (priorityStrategy,
+// scatterStrategy) is no part of what a set injects: each sample set given one, in its YAML,
+// keeps its pinned hash, so adding or changing the order never marks a pod outdated.
+func TestRolloutOrderLeavesHashes(t *testing.T) {
+	samples, err := filepath.Glob("../../../config/samples/*.yaml")
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("listing config/samples: %v (%d files)", err, len(samples))
+	}
+	orders := map[string]map[string]any{
+		"weights and scatter": {"type": "RollingUpdate",
+			"priorityStrategy": map[string]any{"weightPriority": []any{map[string]any{"weight": 50, "matchSelector": map[string]any{"matchLabels": map[string]any{"tier": "canary"}}}}},
+			"scatterStrategy":  []any{map[string]any{"key": "topology.kubernetes.io/zone", "value": "*"}}},
+		"ordered keys": {"type": "RollingUpdate",
+			"priorityStrategy": map[string]any{"orderPriority": []any{map[string]any{"orderedKey": "apps.kubernetes.io/pod-index"}}}},
+	}
+	checked := 0
+	for _, path := range samples {
+		if filepath.Base(path) == "kustomization.yaml" {
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, strategy := range orders {
+			var doc map[string]any
+			if err := yaml.Unmarshal(raw, &doc); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			doc["spec"].(map[string]any)["updateStrategy"] = strategy
+			for _, set := range readStored(t, path, mustYAML(t, doc)) {
+				key := "config/samples/" + set.Name
+				got, ordered := inject.Hash(&set.Spec), set.Spec.UpdateStrategy.PriorityStrategy != nil
+				if got != pinnedHashes[key] || !ordered {
+					t.Errorf("%s with %s: hash %q, pinned %q (priority strategy read: %v)", key, name, got, pinnedHashes[key], ordered)
+				}
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no sample set to check")
+	}
+}
+
 // readStoredSets reads the SidecarSets of a file as the API server stores them.
 func readStoredSets(t *testing.T, path string) []*appsv1alpha1.SidecarSet {
 	t.Helper()
