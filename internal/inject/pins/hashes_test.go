@@ -16,9 +16,10 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 )
 
-// pinnedHashes are the hashes of the sample SidecarSets (config/samples/<set>) and of the
-// golden cases' (golden/<case>/<set>), each as the API server stores it (defaulted with the
-// CRD's schema). A pod records the hash of the set that injected it, and a pod whose hash is not
+// pinnedHashes are the hashes of the sample SidecarSets (config/samples/<set>), of the
+// golden cases' (golden/<case>/<set>) and of the sets in this package's testdata
+// (pins/<set>: sets written before a field was added, kept as they were), each as the API
+// server stores it (defaulted with the CRD's schema). A pod records the hash of the set that injected it, and a pod whose hash is not
 // the set's counts as outdated.
 //
 // CHANGING ONE OF THESE MEANS EVERY RUNNING POD OF SUCH A SET TURNS OUTDATED WHEN THE OPERATOR
@@ -73,6 +74,7 @@ var pinnedHashes = map[string]string{
 	"golden/transfer-env-references/proxy":                  "95af5c6f8378408e",
 	"golden/two-sets-order-shared-volume/log-agent":         "2bfb35af10642e79",
 	"golden/two-sets-order-shared-volume/metrics-exporter":  "e090de7766812288",
+	"pins/block-agent":                                      "fb5a2fb58f970a59",
 }
 
 // TestHashesArePinned recomputes every pinned hash: a hash that moved means an upgrade would
@@ -90,6 +92,15 @@ func TestHashesArePinned(t *testing.T) {
 		}
 		for _, set := range readStoredSets(t, path) {
 			got["config/samples/"+set.Name] = inject.Hash(&set.Spec)
+		}
+	}
+	pinned, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(pinned) == 0 {
+		t.Fatalf("listing testdata: %v (%d files)", err, len(pinned))
+	}
+	for _, path := range pinned {
+		for _, set := range readStoredSets(t, path) {
+			got["pins/"+set.Name] = inject.Hash(&set.Spec)
 		}
 	}
 	for _, c := range injecttest.LoadCases(t, "../testdata") {
