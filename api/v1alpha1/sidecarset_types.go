@@ -250,7 +250,8 @@ const (
 	ShareVolumePolicyDisabled ShareVolumePolicyType = "disabled"
 )
 
-// ShareVolumePolicy says whether a sidecar mounts the app containers' volume mounts.
+// ShareVolumePolicy says whether a sidecar mounts the app containers' volume mounts (as
+// shareVolumePolicy) or gets their volume devices (as shareVolumeDevicePolicy).
 type ShareVolumePolicy struct {
 	// Type is enabled or disabled.
 	// +kubebuilder:default=disabled
@@ -258,15 +259,48 @@ type ShareVolumePolicy struct {
 	Type ShareVolumePolicyType `json:"type,omitempty"`
 }
 
-// TransferEnvVar copies one environment variable of an app container into the sidecar.
+// TransferEnvVar copies environment variables of an app container into the sidecar: the app
+// container is named by sourceContainerName, or read from the Pod by sourceContainerNameFrom;
+// the variables are envName, or envNames.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.sourceContainerName) || has(self.sourceContainerNameFrom)",message="set sourceContainerName to the app container's name, or sourceContainerNameFrom to read it from the Pod",fieldPath=".sourceContainerName"
+// +kubebuilder:validation:XValidation:rule="!(has(self.sourceContainerName) && has(self.sourceContainerNameFrom))",message="sourceContainerName and sourceContainerNameFrom are mutually exclusive; keep one of them",fieldPath=".sourceContainerNameFrom"
+// +kubebuilder:validation:XValidation:rule="has(self.envName) || has(self.envNames)",message="set envName to the variable to copy, or envNames to several",fieldPath=".envName"
+// +kubebuilder:validation:XValidation:rule="!(has(self.envName) && has(self.envNames))",message="envName and envNames are mutually exclusive; list every variable in envNames",fieldPath=".envNames"
 type TransferEnvVar struct {
-	// SourceContainerName is the app container to copy the variable from.
+	// SourceContainerName is the app container to copy the variables from.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
-	SourceContainerName string `json:"sourceContainerName"`
+	SourceContainerName string `json:"sourceContainerName,omitempty"`
+	// SourceContainerNameFrom reads the name of the app container to copy from out of the Pod
+	// (one of its labels or annotations, or its name), so that one SidecarSet serves Pods whose
+	// app containers are named differently. When the Pod lacks that label or annotation, or
+	// has no app container of the name it holds, nothing is copied and the admission warns.
+	// +optional
+	SourceContainerNameFrom *SourceContainerNameSource `json:"sourceContainerNameFrom,omitempty"`
 	// EnvName is the variable to copy. When the app container does not define it, nothing is
 	// copied.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
-	EnvName string `json:"envName"`
+	EnvName string `json:"envName,omitempty"`
+	// EnvNames are several variables to copy from the same app container, each as envName is.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	EnvNames []string `json:"envNames,omitempty"`
+}
+
+// SourceContainerNameSource says where the Pod names the app container to copy from.
+type SourceContainerNameSource struct {
+	// FieldRef selects the field of the Pod that holds the container's name: metadata.name,
+	// metadata.labels['<key>'] or metadata.annotations['<key>']. apiVersion, when set, is v1.
+	// A Pod created with generateName has no name yet when it is injected.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || self.apiVersion == 'v1'",message="apiVersion must be v1 (the Pod's API version), or left out",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="self.fieldPath == 'metadata.name' || ((self.fieldPath.startsWith(\"metadata.labels['\") || self.fieldPath.startsWith(\"metadata.annotations['\")) && self.fieldPath.endsWith(\"']\"))",message="fieldPath must be metadata.name, metadata.labels['<key>'] or metadata.annotations['<key>']",fieldPath=".fieldPath"
+	FieldRef *corev1.ObjectFieldSelector `json:"fieldRef"`
 }
 
 // SidecarContainer is a container to inject, with how to inject it.
@@ -283,6 +317,14 @@ type SidecarContainer struct {
 	// ShareVolumePolicy mounts the app containers' volume mounts into this container too.
 	// +optional
 	ShareVolumePolicy ShareVolumePolicy `json:"shareVolumePolicy,omitempty"`
+
+	// ShareVolumeDevicePolicy gives this container the app containers' volume devices (raw
+	// block volumes) too, at the same device paths: enabled or disabled, the default. A device
+	// at a path or of a volume this container already uses (for a mount or another device) is
+	// left out; the Pod's sidecarset.io/status annotation lists it under notShared and the
+	// admission warns. Unset, it leaves the set's hash as it was before the field existed.
+	// +optional
+	ShareVolumeDevicePolicy *ShareVolumePolicy `json:"shareVolumeDevicePolicy,omitempty"`
 
 	// TransferEnv copies environment variables from app containers into this container.
 	// +optional

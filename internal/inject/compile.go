@@ -25,6 +25,9 @@ type CompiledSet struct {
 	// SharesVolumes: a sidecar has shareVolumePolicy enabled, so injection reads the app
 	// containers' volume mounts (and the env their subPathExprs use).
 	SharesVolumes bool
+	// SharesDevices: a sidecar has shareVolumeDevicePolicy enabled, so injection reads the
+	// app containers' volume devices.
+	SharesDevices bool
 	// ComparesPorts: a sidecar declares ports, so injection reads the ports of the pod's
 	// containers (a container port, a port name or a host port they declare already).
 	ComparesPorts bool
@@ -60,6 +63,7 @@ func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 		for i := range list {
 			c.TransfersEnv = c.TransfersEnv || len(list[i].TransferEnv) > 0
 			c.SharesVolumes = c.SharesVolumes || list[i].ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
+			c.SharesDevices = c.SharesDevices || SharesDevices(&list[i])
 			c.ComparesPorts = c.ComparesPorts || len(list[i].Ports) > 0
 			c.DeclaresResources = c.DeclaresResources || len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0
 		}

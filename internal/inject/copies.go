@@ -8,16 +8,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Source is an entry of one of the Pod's app containers: Index into the env or volumeMounts
-// list of spec.containers[Container].
+// Source is an entry of one of the Pod's app containers: Index into the env, volumeMounts or
+// volumeDevices list of spec.containers[Container].
 type Source struct {
 	Container, Index int
 }
 
 // Copies says which entries of a rendered sidecar were copied from the app containers (by
-// transferEnv and shareVolumePolicy): sidecar env or volumeMounts index -> where it came from.
+// transferEnv, shareVolumePolicy and shareVolumeDevicePolicy): sidecar env, volumeMounts or
+// volumeDevices index -> where it came from.
 type Copies struct {
-	Env, VolumeMounts map[int]Source
+	Env, VolumeMounts, VolumeDevices map[int]Source
 }
 
 func (c *Copies) noteEnv(at int, from Source) {
@@ -34,20 +35,33 @@ func (c *Copies) noteVolumeMount(at int, from Source) {
 	c.VolumeMounts[at] = from
 }
 
-// appEntries are the env and volumeMounts entries of the Pod's app containers as the admitted
-// JSON has them, fields this binary does not know included.
+func (c *Copies) noteVolumeDevice(at int, from Source) {
+	if c.VolumeDevices == nil {
+		c.VolumeDevices = map[int]Source{}
+	}
+	c.VolumeDevices[at] = from
+}
+
+func (c *Copies) empty() bool {
+	return len(c.Env) == 0 && len(c.VolumeMounts) == 0 && len(c.VolumeDevices) == 0
+}
+
+// appEntries are the env, volumeMounts and volumeDevices entries of the Pod's app containers
+// as the admitted JSON has them, fields this binary does not know included.
 type appEntries struct {
 	Spec struct {
 		Containers []struct {
-			Env          []json.RawMessage `json:"env"`
-			VolumeMounts []json.RawMessage `json:"volumeMounts"`
+			Env           []json.RawMessage `json:"env"`
+			VolumeMounts  []json.RawMessage `json:"volumeMounts"`
+			VolumeDevices []json.RawMessage `json:"volumeDevices"`
 		} `json:"containers"`
 	} `json:"spec"`
 }
 
-// Admitted gives the JSON, as admitted, of an entry of an app container's env or volumeMounts
-// (list is "env" or "volumeMounts") when it may hold fields this build's API types do not
-// know; nil when it certainly does not, and the decoded entry is all of it.
+// Admitted gives the JSON, as admitted, of an entry of an app container's env, volumeMounts
+// or volumeDevices (list is "env", "volumeMounts" or "volumeDevices") when it may hold fields
+// this build's API types do not know; nil when it certainly does not, and the decoded entry is
+// all of it.
 type Admitted func(list string, s Source) (json.RawMessage, error)
 
 // AdmittedFrom is the Admitted of raw, the admitted Pod's JSON: it returns every entry. A
@@ -56,7 +70,7 @@ type Admitted func(list string, s Source) (json.RawMessage, error)
 func AdmittedFrom(raw []byte) (Admitted, error) {
 	var apps appEntries
 	if err := json.Unmarshal(raw, &apps); err != nil {
-		return nil, fmt.Errorf("reading the app containers' env and volumeMounts: %w", err)
+		return nil, fmt.Errorf("reading the app containers' env, volumeMounts and volumeDevices: %w", err)
 	}
 	return apps.entry, nil
 }
@@ -67,8 +81,11 @@ func (a *appEntries) entry(list string, s Source) (json.RawMessage, error) {
 	}
 	c := a.Spec.Containers[s.Container]
 	entries := c.Env
-	if list == "volumeMounts" {
+	switch list {
+	case "volumeMounts":
 		entries = c.VolumeMounts
+	case "volumeDevices":
+		entries = c.VolumeDevices
 	}
 	if s.Index >= len(entries) {
 		return nil, fmt.Errorf("the admitted pod has no spec.containers[%d].%s[%d]", s.Container, list, s.Index)
@@ -90,6 +107,7 @@ func withUnknownFields(c *corev1.Container, copies *Copies, admitted Admitted) (
 	lists := []list{
 		{name: "env", copies: copies.Env, typed: func(raw json.RawMessage) (any, error) { return roundTrip[corev1.EnvVar](raw) }},
 		{name: "volumeMounts", copies: copies.VolumeMounts, typed: func(raw json.RawMessage) (any, error) { return roundTrip[corev1.VolumeMount](raw) }},
+		{name: "volumeDevices", copies: copies.VolumeDevices, typed: func(raw json.RawMessage) (any, error) { return roundTrip[corev1.VolumeDevice](raw) }},
 	}
 	more := false
 	for i := range lists {

@@ -12,10 +12,10 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
-// TestCopiesKeepFieldsThisBuildDoesNotKnow admits pods whose app containers carry env and
-// volumeMounts fields unknown to this binary's API types (as a newer API server sends them):
-// what transferEnv and shareVolumePolicy copy into a sidecar keeps them, at any depth, while
-// what the engine itself sets on a copy wins.
+// TestCopiesKeepFieldsThisBuildDoesNotKnow admits pods whose app containers carry env,
+// volumeMounts and volumeDevices fields unknown to this binary's API types (as a newer API
+// server sends them): what transferEnv, shareVolumePolicy and shareVolumeDevicePolicy copy into
+// a sidecar keeps them, at any depth, while what the engine itself sets on a copy wins.
 func TestCopiesKeepFieldsThisBuildDoesNotKnow(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -65,6 +65,12 @@ func TestCopiesKeepFieldsThisBuildDoesNotKnow(t *testing.T) {
 		sidecar: appsv1alpha1.SidecarContainer{ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}},
 		list:    "env", entry: "POD",
 		want: map[string]string{"futureC": `"c"`},
+	}, {
+		name:    "shareVolumeDevicePolicy",
+		app:     `{"name": "app", "image": "app:1", "volumeDevices": [{"name": "data", "devicePath": "/dev/xvda", "futureDeviceOption": {"x": "y"}}]}`,
+		sidecar: appsv1alpha1.SidecarContainer{ShareVolumeDevicePolicy: &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}},
+		list:    "volumeDevices", entry: "data",
+		want: map[string]string{"futureDeviceOption": `{"x":"y"}`, "devicePath": `"/dev/xvda"`},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 // Input is what Apply needs. Only the Pod's metadata (labels, annotations), containers, init
 // containers, volumes, image pull secrets, hostNetwork and pod-level resources are read; of
 // the containers, only the names unless a set needs more (see the CompiledSet's TransfersEnv,
-// SharesVolumes, ComparesPorts and DeclaresResources).
+// SharesVolumes, SharesDevices, ComparesPorts and DeclaresResources). A transferEnv entry with
+// sourceContainerNameFrom reads the Pod's name too.
 type Input struct {
 	// Pod is the Pod as admitted; never modified.
 	Pod *corev1.Pod
@@ -267,9 +268,9 @@ func (b *builder) addContainer(set *CompiledSet, field string, i int, sc *appsv1
 	}
 	into.add(*rendered, sc.PodInjectPolicy == appsv1alpha1.BeforeAppContainer)
 	b.addedContainers = b.addedContainers || !init
-	rec.NotShared = append(rec.NotShared, notShared...)
 	for _, n := range notShared {
-		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q shareVolumePolicy left out %s", set.Name(), n))
+		rec.NotShared = append(rec.NotShared, n.what)
+		b.warnings = append(b.warnings, fmt.Sprintf("SidecarSet %q %s left out %s", set.Name(), n.field, n.what))
 	}
 	return true, nil
 }

@@ -22,8 +22,9 @@ type Record struct {
 	InitContainers   []string `json:"initContainers,omitempty"`
 	Volumes          []string `json:"volumes,omitempty"`
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
-	// NotShared lists the app containers' volume mounts that shareVolumePolicy left out of a
-	// sidecar because they would not be valid there, each with the reason.
+	// NotShared lists the app containers' volume mounts and devices that shareVolumePolicy and
+	// shareVolumeDevicePolicy left out of a sidecar because they would not be valid there, each
+	// with the reason.
 	NotShared []string `json:"notShared,omitempty"`
 }
 

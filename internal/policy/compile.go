@@ -164,7 +164,10 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 		for i := range list.containers {
 			c := &list.containers[i]
 			path := fmt.Sprintf("%s[%d]", list.field, i)
-			if transferred += len(c.TransferEnv); transferred > MaxTransfers {
+			for _, t := range c.TransferEnv {
+				transferred += len(transferNames(t))
+			}
+			if transferred > MaxTransfers {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (the patch of the largest set must stay within the API server's size limit for one CEL expression)", MaxTransfers)}
 			}

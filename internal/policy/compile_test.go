@@ -74,6 +74,25 @@ func TestCompileUnsupported(t *testing.T) {
 				TransferEnv: transfersOf(policy.MaxTransfers / 2)}}
 			s.Containers[0].TransferEnv = transfersOf(policy.MaxTransfers - policy.MaxTransfers/2 + 1)
 		}},
+		// Names read from the pod and several names in one entry are copied alike; the limit
+		// counts variables, not entries.
+		{name: "transferEnv sourceContainerNameFrom and envNames", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{EnvNames: []string{"LOG_LEVEL", "REGION"},
+				SourceContainerNameFrom: &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['main']"}}}}
+		}},
+		{name: "transferEnv envNames over the limit", field: "spec.containers[0].transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			names := make([]string, policy.MaxTransfers)
+			for i := range names {
+				names[i] = fmt.Sprintf("VAR_%d", i)
+			}
+			s.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LOG_LEVEL"},
+				{SourceContainerName: "app", EnvNames: names}}
+		}},
+		// shareVolumeDevicePolicy: the policy copies the app's devices where the engine copies
+		// them unchanged, and routes the other pods.
+		{name: "shareVolumeDevicePolicy enabled", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}
+		}},
 		// shareVolumePolicy too: the policy copies the app's mounts where the engine copies them
 		// unchanged, and routes the other pods.
 		{name: "shareVolumePolicy enabled", modify: func(s *appsv1alpha1.SidecarSetSpec) {

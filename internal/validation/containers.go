@@ -100,11 +100,18 @@ func validatePolicies(c *appsv1alpha1.SidecarContainer, path *field.Path) field.
 		errs = append(errs, field.NotSupported(path.Child("podInjectPolicy"), c.PodInjectPolicy,
 			[]appsv1alpha1.PodInjectPolicy{appsv1alpha1.BeforeAppContainer, appsv1alpha1.AfterAppContainer}))
 	}
-	switch c.ShareVolumePolicy.Type {
-	case "", appsv1alpha1.ShareVolumePolicyEnabled, appsv1alpha1.ShareVolumePolicyDisabled:
-	default:
-		errs = append(errs, field.NotSupported(path.Child("shareVolumePolicy", "type"), c.ShareVolumePolicy.Type,
-			[]appsv1alpha1.ShareVolumePolicyType{appsv1alpha1.ShareVolumePolicyEnabled, appsv1alpha1.ShareVolumePolicyDisabled}))
+	errs = append(errs, validateSharePolicy(c.ShareVolumePolicy, path.Child("shareVolumePolicy", "type"))...)
+	if c.ShareVolumeDevicePolicy != nil {
+		errs = append(errs, validateSharePolicy(*c.ShareVolumeDevicePolicy, path.Child("shareVolumeDevicePolicy", "type"))...)
 	}
 	return errs
+}
+
+func validateSharePolicy(p appsv1alpha1.ShareVolumePolicy, path *field.Path) field.ErrorList {
+	switch p.Type {
+	case "", appsv1alpha1.ShareVolumePolicyEnabled, appsv1alpha1.ShareVolumePolicyDisabled:
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(path, p.Type,
+		[]appsv1alpha1.ShareVolumePolicyType{appsv1alpha1.ShareVolumePolicyEnabled, appsv1alpha1.ShareVolumePolicyDisabled})}
 }

@@ -44,6 +44,12 @@ func TestValidateContainers(t *testing.T) {
 		{name: "shareVolumePolicy type unknown", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.InitContainers[0].ShareVolumePolicy.Type = "yes"
 		}, want: []wantErr{{"spec.initContainers[0].shareVolumePolicy.type", field.ErrorTypeNotSupported}}, detail: "enabled"},
+		{name: "shareVolumeDevicePolicy enabled", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InitContainers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}
+		}},
+		{name: "shareVolumeDevicePolicy type unknown", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: "Enabled"}
+		}, want: []wantErr{{"spec.containers[0].shareVolumeDevicePolicy.type", field.ErrorTypeNotSupported}}, detail: "enabled"},
 	})
 }
 

@@ -100,6 +100,75 @@ func TestValidateTransferEnv(t *testing.T) {
 		{name: "same env name transferred into two containers", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.InitContainers[0].TransferEnv = s.Spec.Containers[0].TransferEnv
 		}},
+		{name: "envNames", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP_NAME", "APP_VERSION"}
+		}},
+		{name: "envName and envNames", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP_VERSION"}
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envNames", field.ErrorTypeForbidden}}, detail: "envName"},
+		{name: "envNames item empty", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP_NAME", ""}
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envNames[1]", field.ErrorTypeRequired}}},
+		{name: "envNames item invalid", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP=NAME"}
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envNames[0]", field.ErrorTypeInvalid}}},
+		{name: "envNames item repeated", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP_NAME", "APP_NAME"}
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envNames[1]", field.ErrorTypeDuplicate}}, detail: "envNames"},
+		{name: "envNames item the container sets in env", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+			s.Spec.Containers[0].TransferEnv[0].EnvNames = []string{"APP_NAME", "LOG_LEVEL"}
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envNames[1]", field.ErrorTypeDuplicate}}, detail: "env[0]"},
+		{name: "envNames item an earlier entry transfers", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = append(s.Spec.Containers[0].TransferEnv,
+				appsv1alpha1.TransferEnvVar{SourceContainerName: "worker", EnvNames: []string{"QUEUE", "APP_NAME"}})
+		}, want: []wantErr{{"spec.containers[0].transferEnv[1].envNames[1]", field.ErrorTypeDuplicate}}, detail: "earlier transferEnv"},
+		{name: "neither envName nor envNames", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].EnvName = ""
+		}, want: []wantErr{{"spec.containers[0].transferEnv[0].envName", field.ErrorTypeRequired}}, detail: "envNames"},
+	})
+}
+
+func TestValidateTransferEnvSourceFrom(t *testing.T) {
+	from := func(s *appsv1alpha1.SidecarSet, apiVersion, fieldPath string) {
+		s.Spec.Containers[0].TransferEnv[0].SourceContainerName = ""
+		s.Spec.Containers[0].TransferEnv[0].SourceContainerNameFrom = &appsv1alpha1.SourceContainerNameSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: apiVersion, FieldPath: fieldPath}}
+	}
+	const entry = "spec.containers[0].transferEnv[0]"
+	runCases(t, []validationCase{
+		{name: "label", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.labels['app.kubernetes.io/name']") }},
+		{name: "annotation", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "v1", "metadata.annotations['example.com/Main']") }},
+		{name: "pod name", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.name") }},
+		{name: "with sourceContainerName", mutate: func(s *appsv1alpha1.SidecarSet) {
+			from(s, "", "metadata.name")
+			s.Spec.Containers[0].TransferEnv[0].SourceContainerName = "app"
+		}, want: []wantErr{{entry + ".sourceContainerNameFrom", field.ErrorTypeForbidden}}, detail: "sourceContainerName"},
+		{name: "without fieldRef", mutate: func(s *appsv1alpha1.SidecarSet) {
+			from(s, "", "metadata.name")
+			s.Spec.Containers[0].TransferEnv[0].SourceContainerNameFrom.FieldRef = nil
+		}, want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef", field.ErrorTypeRequired}}, detail: "metadata.labels['<key>']"},
+		{name: "fieldPath empty", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeRequired}}, detail: "metadata.name"},
+		{name: "fieldPath of a field that names no container", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "spec.nodeName") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeInvalid}}, detail: "metadata.annotations['<key>']"},
+		{name: "fieldPath of all labels", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.labels") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeInvalid}}},
+		{name: "fieldPath subscript of a field without keys", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.name['x']") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeInvalid}}},
+		{name: "label key invalid", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.labels['not a key']") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeInvalid}}, detail: "label key"},
+		{name: "annotation key empty", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "", "metadata.annotations['']") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.fieldPath", field.ErrorTypeInvalid}}, detail: "annotation key"},
+		{name: "apiVersion other than v1", mutate: func(s *appsv1alpha1.SidecarSet) { from(s, "v2", "metadata.name") },
+			want: []wantErr{{entry + ".sourceContainerNameFrom.fieldRef.apiVersion", field.ErrorTypeNotSupported}}, detail: "v1"},
+		{name: "neither sourceContainerName nor sourceContainerNameFrom", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv[0].SourceContainerName = ""
+		}, want: []wantErr{{entry + ".sourceContainerName", field.ErrorTypeRequired}}, detail: "sourceContainerNameFrom"},
 	})
 }
 

@@ -473,11 +473,12 @@ func apiServerDefaults(pod *corev1.Pod) {
 // TestPodInjectorKeepsUnknownFields admits Pods written against a newer API than the one this
 // binary vendors: the patch must not drop the fields it does not know.
 func TestPodInjectorKeepsUnknownFields(t *testing.T) {
-	// The sidecar also copies the app's env var and volume mount: the copies keep the fields
-	// this build does not know.
+	// The sidecar also copies the app's env var, volume mount and volume device: the copies
+	// keep the fields this build does not know.
 	set := logAgentSet("log-agent", nil)
 	set.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "E"}}
 	set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled
+	set.Spec.Containers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}
 	compiled, err := inject.Compile(set)
 	if err != nil {
 		t.Fatalf("compiling: %v", err)
@@ -494,8 +495,9 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 			"labels":{"app":"demo","sidecarset.io/inject":"true"}},
 			"spec":{"futureField":{"x":1},
 			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}],
-				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}]}],
-			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
+				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}],
+				"volumeDevices":[{"name":"raw","devicePath":"/dev/raw","futureDeviceField":3}]}],
+			"volumes":[{"name":"data","futureVolumeSource":{"y":2}},{"name":"raw","persistentVolumeClaim":{"claimName":"raw"}}]},
 			"status":{"futureStatus":"s"}}`,
 		wantContainers: []string{"app", "log-agent"},
 	}, {
@@ -507,9 +509,10 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 			"annotations":{"sidecarset.io/status":"` + oldRecord + `"}},
 			"spec":{"futureField":{"x":1},
 			"containers":[{"name":"app","image":"a","futureContainerField":true,"env":[{"name":"E","value":"v","futureEnvField":2}],
-				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}]},
+				"volumeMounts":[{"name":"data","mountPath":"/data","futureMountField":"f"}],
+				"volumeDevices":[{"name":"raw","devicePath":"/dev/raw","futureDeviceField":3}]},
 				{"name":"log-agent","image":"old:1","futureContainerField":"old"}],
-			"volumes":[{"name":"data","futureVolumeSource":{"y":2}}]},
+			"volumes":[{"name":"data","futureVolumeSource":{"y":2}},{"name":"raw","persistentVolumeClaim":{"claimName":"raw"}}]},
 			"status":{"futureStatus":"s"}}`,
 		wantContainers: []string{"app", "log-agent"},
 	}}
@@ -527,15 +530,17 @@ func TestPodInjectorKeepsUnknownFields(t *testing.T) {
 				t.Fatalf("decoding patched pod: %v", err)
 			}
 			for path, want := range map[string]any{
-				"metadata.futureMeta":                               "m",
-				"spec.futureField.x":                                1.0,
-				"spec.containers.0.futureContainerField":            true,
-				"spec.containers.0.env.0.futureEnvField":            2.0,
-				"spec.volumes.0.futureVolumeSource.y":               2.0,
-				"status.futureStatus":                               "s",
-				"spec.containers.1.image":                           "registry.example/log-agent:3.2",
-				"spec.containers.1.env.0.futureEnvField":            2.0,
-				"spec.containers.1.volumeMounts.1.futureMountField": "f",
+				"metadata.futureMeta":                                 "m",
+				"spec.futureField.x":                                  1.0,
+				"spec.containers.0.futureContainerField":              true,
+				"spec.containers.0.env.0.futureEnvField":              2.0,
+				"spec.volumes.0.futureVolumeSource.y":                 2.0,
+				"status.futureStatus":                                 "s",
+				"spec.containers.1.image":                             "registry.example/log-agent:3.2",
+				"spec.containers.1.env.0.futureEnvField":              2.0,
+				"spec.containers.1.volumeMounts.1.futureMountField":   "f",
+				"spec.containers.1.volumeDevices.0.devicePath":        "/dev/raw",
+				"spec.containers.1.volumeDevices.0.futureDeviceField": 3.0,
 			} {
 				if v := lookup(got, path); !equality.Semantic.DeepEqual(v, want) {
 					t.Errorf("%s = %#v, want %#v", path, v, want)

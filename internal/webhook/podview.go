@@ -41,29 +41,31 @@ type podView[C, V any] struct {
 }
 
 // containerHead is what injection reads of a container it only injects next to: its name
-// (clashes), and for sets that copy from app containers its env (transferEnv) and volume
-// mounts (shareVolumePolicy), kept as admitted and decoded only for such sets (see
-// decodeAppLists). Ports are read only when a sidecar declares ports (see readsPorts),
+// (clashes), and for sets that copy from app containers its env (transferEnv), volume mounts
+// (shareVolumePolicy) and volume devices (shareVolumeDevicePolicy), kept as admitted and
+// decoded only for such sets (see decodeAppLists). Ports are read only when a sidecar declares ports (see readsPorts),
 // from the full view.
 type containerHead struct {
-	Name         string          `json:"name"`
-	Env          json.RawMessage `json:"env,omitempty"`
-	VolumeMounts json.RawMessage `json:"volumeMounts,omitempty"`
+	Name          string          `json:"name"`
+	Env           json.RawMessage `json:"env,omitempty"`
+	VolumeMounts  json.RawMessage `json:"volumeMounts,omitempty"`
+	VolumeDevices json.RawMessage `json:"volumeDevices,omitempty"`
 }
 
 // decodeAppLists decodes into pod's containers what the candidate sets copy from: the volume
-// mounts for shareVolumePolicy; the env for transferEnv, or for a shared mount's subPathExpr.
+// mounts for shareVolumePolicy; the volume devices for shareVolumeDevicePolicy; the env for
+// transferEnv, or for a shared mount's subPathExpr.
 // The decoding is strict: a list with an entry whose fields this build's API types do not all
 // know (a newer API server's) is remembered, and the returned inject.Admitted gives the JSON
 // of its entries, so a sidecar's copy keeps those fields too (inject.Result.PatchFrom).
 // decodeMountList is decodeMounts (decodeStrict for what BenchmarkServeHTTP compares with).
 func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledSet,
 	decodeMountList func(json.RawMessage, *[]corev1.VolumeMount) (bool, error)) (inject.Admitted, error) {
-	var env, mounts bool
+	var env, mounts, devices bool
 	for _, c := range candidates {
-		env, mounts = env || c.TransfersEnv, mounts || c.SharesVolumes
+		env, mounts, devices = env || c.TransfersEnv, mounts || c.SharesVolumes, devices || c.SharesDevices
 	}
-	if !env && !mounts {
+	if !env && !mounts && !devices {
 		return nil, nil
 	}
 	type list struct {
@@ -88,6 +90,12 @@ func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledS
 		if mounts && h.VolumeMounts != nil {
 			unknown, err := decodeMountList(h.VolumeMounts, &c.VolumeMounts)
 			if err := keep(i, "volumeMounts", h.VolumeMounts, unknown, err); err != nil {
+				return nil, err
+			}
+		}
+		if devices && h.VolumeDevices != nil {
+			unknown, err := decodeStrict(h.VolumeDevices, &c.VolumeDevices)
+			if err := keep(i, "volumeDevices", h.VolumeDevices, unknown, err); err != nil {
 				return nil, err
 			}
 		}

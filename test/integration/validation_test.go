@@ -64,6 +64,31 @@ func TestBadSidecarSetsAreRejected(t *testing.T) {
 		{"scatter term without a value", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.UpdateStrategy.ScatterStrategy = []appsv1alpha1.UpdateScatterTerm{{Key: "zone"}}
 		}, "spec.updateStrategy.scatterStrategy[0].value", ""},
+		{"transferEnv sourceContainerName and sourceContainerNameFrom", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "APP_NAME",
+				SourceContainerNameFrom: &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.containers[0].transferEnv[0].sourceContainerNameFrom", "mutually exclusive"},
+		{"transferEnv envName and envNames", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "APP_NAME", EnvNames: []string{"LOG_LEVEL"}}}
+		}, "spec.containers[0].transferEnv[0].envNames", "mutually exclusive"},
+		{"transferEnv envNames repeated", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvNames: []string{"LOG_LEVEL", "LOG_LEVEL"}}}
+		}, "spec.containers[0].transferEnv[0].envNames[1]", "Duplicate"},
+		{"transferEnv sourceContainerNameFrom of a field that names no container", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{EnvName: "APP_NAME",
+				SourceContainerNameFrom: &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
+		}, "spec.containers[0].transferEnv[0].sourceContainerNameFrom.fieldRef.fieldPath", "metadata.labels['<key>']"},
+		{"transferEnv sourceContainerNameFrom apiVersion other than v1", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{EnvName: "APP_NAME",
+				SourceContainerNameFrom: &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v2", FieldPath: "metadata.name"}}}}
+		}, "spec.containers[0].transferEnv[0].sourceContainerNameFrom.fieldRef.apiVersion", "v1"},
+		{"transferEnv sourceContainerNameFrom label key invalid", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].TransferEnv = []appsv1alpha1.TransferEnvVar{{EnvName: "APP_NAME",
+				SourceContainerNameFrom: &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['not a key']"}}}}
+		}, "spec.containers[0].transferEnv[0].sourceContainerNameFrom.fieldRef.fieldPath", "label key"},
+		{"shareVolumeDevicePolicy unknown", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: "Enabled"}
+		}, "spec.containers[0].shareVolumeDevicePolicy.type", "Enabled"},
 		{"restartPolicy on an init container other than Always", func(s *appsv1alpha1.SidecarSet) {
 			never := corev1.ContainerRestartPolicy("Never")
 			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "x:1", RestartPolicy: &never}}}

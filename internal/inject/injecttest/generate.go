@@ -222,6 +222,23 @@ func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer 
 	if native {
 		sc.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 	}
+	// Fields added to the API later read their choices last.
+	if g.intn(4) == 3 {
+		sc.ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{
+			Type: pick(g, appsv1alpha1.ShareVolumePolicyDisabled, appsv1alpha1.ShareVolumePolicyEnabled)}
+	}
+	if len(sc.TransferEnv) > 0 {
+		t := &sc.TransferEnv[0]
+		if g.flag() {
+			// The pod's default-container annotation, when it has one, names an app container.
+			t.SourceContainerName = ""
+			t.SourceContainerNameFrom = &appsv1alpha1.SourceContainerNameSource{FieldRef: &corev1.ObjectFieldSelector{
+				FieldPath: pick(g, "metadata.annotations['"+appsv1alpha1.DefaultContainerAnnotation+"']", "metadata.name")}}
+		}
+		if g.flag() {
+			t.EnvName, t.EnvNames = "", sets.List(sets.New(t.EnvName, pick(g, fuzzEnvNames...)))
+		}
+	}
 	return sc
 }
 
@@ -271,6 +288,17 @@ func (g *fuzzGen) container(name string, volumes []corev1.Volume, plainInit bool
 	if g.flag() {
 		c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(pick(g, "64Mi", "128Mi"))}
 	}
+	// A raw block device (read last, as a later field): of a claim (or of a volume a sidecar
+	// names), usually valid in the container, at a path that may clash with another container's.
+	var claims []string
+	for _, v := range volumes {
+		if v.PersistentVolumeClaim != nil || v.VolumeSource == (corev1.VolumeSource{}) {
+			claims = append(claims, v.Name)
+		}
+	}
+	if len(claims) > 0 && g.intn(3) == 2 {
+		c.VolumeDevices = []corev1.VolumeDevice{{Name: pick(g, claims...), DevicePath: pick(g, "/dev/xvda", "/dev/xvdb", "/data")}}
+	}
 	return c
 }
 
@@ -295,6 +323,10 @@ func (g *fuzzGen) volume(name string) corev1.Volume {
 		v.Secret = &corev1.SecretVolumeSource{SecretName: "certs", DefaultMode: ptr.To[int32](0o400)}
 	case 7:
 		v.HostPath = &corev1.HostPathVolumeSource{Path: "/var/log"}
+	}
+	// A claim, which a volume device needs (read last, as a later kind of volume).
+	if g.intn(4) == 3 {
+		v.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
 	}
 	return v
 }

@@ -16,9 +16,10 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 )
 
-// pinnedHashes are the hashes of the sample SidecarSets (config/samples/<set>) and of the
-// golden cases' (golden/<case>/<set>), each as the API server stores it (defaulted with the
-// CRD's schema). A pod records the hash of the set that injected it, and a pod whose hash is not
+// pinnedHashes are the hashes of the sample SidecarSets (config/samples/<set>), of the
+// golden cases' (golden/<case>/<set>) and of the sets in this package's testdata
+// (pins/<set>: sets written before a field was added, kept as they were), each as the API
+// server stores it (defaulted with the CRD's schema). A pod records the hash of the set that injected it, and a pod whose hash is not
 // the set's counts as outdated.
 //
 // CHANGING ONE OF THESE MEANS EVERY RUNNING POD OF SUCH A SET TURNS OUTDATED WHEN THE OPERATOR
@@ -62,6 +63,8 @@ var pinnedHashes = map[string]string{
 	"golden/pull-secrets-one-present/log-agent":             "6ccc27705e216ec5",
 	"golden/reinject-old-hash/log-agent":                    "971faf5aee60be34",
 	"golden/routed-by-policy/log-agent":                     "35284898bf37b966",
+	"golden/share-volume-devices-left-out/block-backup":     "a41f6e334969fda5",
+	"golden/share-volume-devices/block-backup":              "b3c613e22f5d63fc",
 	"golden/share-volumes-copied/log-shipper":               "cb2be8136f6bb69a",
 	"golden/share-volumes-left-out/log-agent":               "5b2038c6debb14a1",
 	"golden/share-volumes-subpathexpr-defaulted/log-agent":  "ccfaa7331d276722",
@@ -69,10 +72,13 @@ var pinnedHashes = map[string]string{
 	"golden/stale-record-stripped/log-agent":                "971faf5aee60be34",
 	"golden/transfer-env-copied/telemetry":                  "37fbdfc3b13ed84b",
 	"golden/transfer-env-defaulted/log-agent":               "19575a068bd6e5a7",
+	"golden/transfer-env-from-pod-field-missing/telemetry":  "32b42826bccda280",
+	"golden/transfer-env-from-pod-field/telemetry":          "5e04fdbb9a1df966",
 	"golden/transfer-env-missing/log-agent":                 "4f8f8aac43f1c2bf",
 	"golden/transfer-env-references/proxy":                  "95af5c6f8378408e",
 	"golden/two-sets-order-shared-volume/log-agent":         "2bfb35af10642e79",
 	"golden/two-sets-order-shared-volume/metrics-exporter":  "e090de7766812288",
+	"pins/block-agent":                                      "fb5a2fb58f970a59",
 }
 
 // TestHashesArePinned recomputes every pinned hash: a hash that moved means an upgrade would
@@ -90,6 +96,15 @@ func TestHashesArePinned(t *testing.T) {
 		}
 		for _, set := range readStoredSets(t, path) {
 			got["config/samples/"+set.Name] = inject.Hash(&set.Spec)
+		}
+	}
+	pinned, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(pinned) == 0 {
+		t.Fatalf("listing testdata: %v (%d files)", err, len(pinned))
+	}
+	for _, path := range pinned {
+		for _, set := range readStoredSets(t, path) {
+			got["pins/"+set.Name] = inject.Hash(&set.Spec)
 		}
 	}
 	for _, c := range injecttest.LoadCases(t, "../testdata") {
