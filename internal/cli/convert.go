@@ -171,10 +171,40 @@ func (c *converter) spec(spec map[string]any) {
 }
 
 // container carries one sidecar: OpenKruise's upgradeStrategy is ours unless it asks for a hot
-// upgrade; its default podInjectPolicy is written out.
+// upgrade; its default podInjectPolicy is written out; a transferEnv entry that sets both forms
+// of a field is reduced to the one OpenKruise uses.
 func (c *converter) container(path string, m map[string]any, defaultInject string) {
 	if p, _ := m["podInjectPolicy"].(string); p == "" {
 		m["podInjectPolicy"] = defaultInject
+	}
+	transfers, _ := m["transferEnv"].([]any)
+	for _, t := range transfers {
+		entry, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		// OpenKruise reads the source from the pod when both are set.
+		if _, from := entry["sourceContainerNameFrom"]; from {
+			delete(entry, "sourceContainerName")
+		}
+		// And copies the union of envName and envNames, sorted.
+		if name, ok := entry["envName"].(string); ok && name != "" {
+			if names, both := entry["envNames"].([]any); both {
+				union := map[string]bool{name: true}
+				for _, n := range names {
+					if s, ok := n.(string); ok {
+						union[s] = true
+					}
+				}
+				sorted := slices.Sorted(maps.Keys(union))
+				merged := make([]any, len(sorted))
+				for i, n := range sorted {
+					merged[i] = n
+				}
+				entry["envNames"] = merged
+				delete(entry, "envName")
+			}
+		}
 	}
 	if u, ok := m["upgradeStrategy"].(map[string]any); ok {
 		delete(m, "upgradeStrategy")
