@@ -21,18 +21,10 @@ import (
 
 var must = testutil.Must
 
-// newNamespace creates a namespace and waits for its default ServiceAccount, without which
-// pods are not admitted.
+// newNamespace creates a namespace and waits for its default ServiceAccount (testutil.Cluster).
 func newNamespace(t testing.TB, prefix string, labels map[string]string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
-	must(t, k8s.Create(ctx, ns))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, ns) })
-	eventually(t, 30*time.Second, "the default ServiceAccount of "+ns.Name, func() (bool, string) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, fmt.Sprint(err)
-	})
-	return ns.Name
+	return cluster.NewNamespace(t, prefix, labels)
 }
 
 func deleteIgnoreNotFound(t testing.TB, obj client.Object) {
@@ -47,21 +39,11 @@ func createAgentSet(t testing.TB, name, app string) *appsv1alpha1.SidecarSet {
 		builders.WithContainers(corev1.Container{Name: name + "-agent", Image: "registry.example/agent:1.0"})))
 }
 
-// createSet creates a SidecarSet, deletes it after the test, and waits until the operator has
-// observed it (status.observedGeneration): a pod created earlier would not get its sidecars,
-// the webhook's informers not having delivered the set yet, as in any cluster.
+// createSet creates a SidecarSet and waits until the operator has observed it
+// (testutil.Cluster).
 func createSet(t testing.TB, set *appsv1alpha1.SidecarSet) *appsv1alpha1.SidecarSet {
 	t.Helper()
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, set) })
-	eventually(t, converge, set.Name+" to be observed", func() (bool, string) {
-		var got appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
-			return false, err.Error()
-		}
-		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
-	})
-	return set
+	return cluster.CreateSet(t, set)
 }
 
 // podSpec runs on the kwok node and passes the restricted Pod Security Standard, which the
@@ -148,15 +130,7 @@ func waitForStatus(t testing.TB, set *appsv1alpha1.SidecarSet, want counts, excl
 // podsOf lists the live pods of an app in a namespace.
 func podsOf(t testing.TB, ns, app string) []corev1.Pod {
 	t.Helper()
-	var list corev1.PodList
-	must(t, k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}))
-	var live []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			live = append(live, p)
-		}
-	}
-	return live
+	return cluster.PodsOf(t, ns, app)
 }
 
 func injectedHash(pod *corev1.Pod, set string) string {

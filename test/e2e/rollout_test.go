@@ -4,12 +4,10 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,34 +27,12 @@ func watchBudget(t testing.TB, ns string) *testutil.Budget {
 
 func editSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
 	t.Helper()
-	eventually(t, converge, "the SidecarSet to be updated", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		edit(&cur)
-		err := k8s.Update(ctx, &cur)
-		return err == nil, fmt.Sprint(err)
-	})
+	cluster.EditSet(t, set, edit)
 }
 
 func waitForRollout(t testing.TB, set *appsv1alpha1.SidecarSet, reason string, text ...string) time.Duration {
 	t.Helper()
-	return eventually(t, converge, fmt.Sprintf("%s's RollingUpdate condition %s %q", set.Name, reason, text), func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(cur.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
-		if c == nil || cur.Status.ObservedGeneration != cur.Generation {
-			return false, fmt.Sprintf("%+v", cur.Status)
-		}
-		ok := c.Reason == reason
-		for _, s := range text {
-			ok = ok && strings.Contains(c.Message, s)
-		}
-		return ok, c.Reason + ": " + c.Message
-	})
+	return cluster.WaitForRollout(t, set, reason, text...)
 }
 
 func containerNamed(list []corev1.Container, name string) *corev1.Container {

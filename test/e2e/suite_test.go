@@ -36,6 +36,8 @@ var (
 	stateDir string
 	// restConfig reaches the local cluster's API server (its /metrics too).
 	restConfig *rest.Config
+	// cluster takes the common steps (namespaces, SidecarSets, rollouts) through k8s.
+	cluster testutil.Cluster
 )
 
 const operatorNamespace = "sidecarset-system"
@@ -71,6 +73,7 @@ func setup() error {
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	cluster = testutil.Cluster{Ctx: ctx, Client: k8s, Converge: converge}
 	return startOperator("operator-0")
 }
 

@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,14 +39,7 @@ func probed(name, img string) corev1.Container {
 
 func newNamespace(t testing.TB, prefix string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	must(t, k8s.Create(ctx, ns))
-	t.Cleanup(func() { testutil.DeleteIgnoreNotFound(ctx, t, k8s, ns) })
-	eventually(t, 30*time.Second, "the default ServiceAccount of "+ns.Name, func() (bool, string) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, fmt.Sprint(err)
-	})
-	return ns.Name
+	return cluster.NewNamespace(t, prefix, nil)
 }
 
 // newDeployment creates a Deployment of opted-in app=<app> pods on the real node, each with an
@@ -75,28 +67,12 @@ func newDeployment(t testing.TB, ns, app string, replicas int32) {
 
 func createSet(t testing.TB, set *appsv1alpha1.SidecarSet) {
 	t.Helper()
-	must(t, k8s.Create(ctx, set))
-	t.Cleanup(func() { testutil.DeleteIgnoreNotFound(ctx, t, k8s, set) })
-	eventually(t, converge, set.Name+" to be observed", func() (bool, string) {
-		var got appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
-			return false, err.Error()
-		}
-		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
-	})
+	cluster.CreateSet(t, set)
 }
 
 func editSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
 	t.Helper()
-	eventually(t, converge, "the SidecarSet to be updated", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		edit(&cur)
-		err := k8s.Update(ctx, &cur)
-		return err == nil, fmt.Sprint(err)
-	})
+	cluster.EditSet(t, set, edit)
 }
 
 // waitForCounts waits until matched, updated, ready and updatedReady all equal n for the set's
@@ -117,34 +93,12 @@ func waitForCounts(t testing.TB, set *appsv1alpha1.SidecarSet, n int32) time.Dur
 
 func waitForRollout(t testing.TB, set *appsv1alpha1.SidecarSet, reason string, text ...string) time.Duration {
 	t.Helper()
-	return eventually(t, converge, fmt.Sprintf("%s's RollingUpdate condition %s %q", set.Name, reason, text), func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(cur.Status.Conditions, appsv1alpha1.ConditionRollingUpdate)
-		if c == nil || cur.Status.ObservedGeneration != cur.Generation {
-			return false, fmt.Sprintf("%+v", cur.Status)
-		}
-		ok := c.Reason == reason
-		for _, s := range text {
-			ok = ok && strings.Contains(c.Message, s)
-		}
-		return ok, c.Reason + ": " + c.Message
-	})
+	return cluster.WaitForRollout(t, set, reason, text...)
 }
 
 func podsOf(t testing.TB, ns, app string) []corev1.Pod {
 	t.Helper()
-	var list corev1.PodList
-	must(t, k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": app}))
-	var live []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			live = append(live, p)
-		}
-	}
-	return live
+	return cluster.PodsOf(t, ns, app)
 }
 
 func status(pod *corev1.Pod, name string) corev1.ContainerStatus {

@@ -45,6 +45,8 @@ var (
 	deployConfig string
 	// managerImage is the operator's image, pushed to the registry.
 	managerImage string
+	// cluster takes the common steps (namespaces, SidecarSets, rollouts) through k8s.
+	cluster testutil.Cluster
 )
 
 const (
@@ -91,6 +93,7 @@ func setup() error {
 	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
+	cluster = testutil.Cluster{Ctx: ctx, Client: k8s, Converge: converge}
 	if registry, err = output(node, "registry"); err != nil {
 		return err
 	}
