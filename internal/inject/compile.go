@@ -79,6 +79,9 @@ type hashedContent struct {
 	InitContainers   []appsv1alpha1.SidecarContainer `json:"initContainers,omitempty"`
 	Volumes          []corev1.Volume                 `json:"volumes,omitempty"`
 	ImagePullSecrets []corev1.LocalObjectReference   `json:"imagePullSecrets,omitempty"`
+	// PatchPodMetadata is left out of the JSON when empty, so a set without it keeps the hash
+	// it had before the field existed.
+	PatchPodMetadata []appsv1alpha1.PatchPodMetadata `json:"patchPodMetadata,omitempty"`
 }
 
 // Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes and
@@ -89,6 +92,7 @@ func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 		InitContainers:   spec.InitContainers,
 		Volumes:          spec.Volumes,
 		ImagePullSecrets: spec.ImagePullSecrets,
+		PatchPodMetadata: spec.PatchPodMetadata,
 	})
 	if err != nil {
 		// These are plain API structs; encoding/json cannot fail on them.
@@ -105,6 +109,7 @@ func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.Si
 	}
 	out := set.DeepCopy()
 	out.Spec.Containers, out.Spec.InitContainers, out.Spec.Volumes, out.Spec.ImagePullSecrets = c.Containers, c.InitContainers, c.Volumes, c.ImagePullSecrets
+	out.Spec.PatchPodMetadata = c.PatchPodMetadata
 	return out, nil
 }
 
