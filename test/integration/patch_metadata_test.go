@@ -2,6 +2,7 @@ package integration
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,5 +46,41 @@ func TestPatchPodMetadata(t *testing.T) {
 	must(t, err)
 	if rec := recs["patch-metadata"]; len(rec.Annotations) != len(want) || rec.Annotations[config] != want[config] || rec.Annotations[port] != want[port] {
 		t.Errorf("record of patch-metadata lists annotations %v, want %v", rec.Annotations, want)
+	}
+}
+
+// TestRollingUpdatePatchesAnnotations: a rolling update of a set whose patched annotations
+// changed applies them to the running pods in place (same UID): a new value is set, a key the
+// set no longer patches is removed, and a key whose value someone changed since stays theirs.
+func TestRollingUpdatePatchesAnnotations(t *testing.T) {
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 100*time.Millisecond)
+	kept, changed, dropped := allowedAnnotationPrefix+"kept", allowedAnnotationPrefix+"changed", allowedAnnotationPrefix+"dropped"
+	set := rollingSet("roll-meta", "roll-meta")
+	set.Spec.PatchPodMetadata = []appsv1alpha1.PatchPodMetadata{{PatchPolicy: appsv1alpha1.PatchPolicyOverwrite,
+		Annotations: map[string]string{kept: "1", changed: "1", dropped: "1"}}}
+	set = createSet(t, set)
+	pods := rolloutPods(t, ns, "roll-meta", 2)
+	waitForCounts(t, set, counts{2, 2, 2, 2})
+	// Someone takes over the dropped key on the first pod.
+	edited := getPod(t, pods[0])
+	edited.Annotations[dropped] = "mine"
+	must(t, k8s.Update(ctx, edited))
+	before := getPod(t, pods[1])
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.PatchPodMetadata[0].Annotations = map[string]string{kept: "1", changed: "2"}
+	})
+	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
+	for i, p := range pods {
+		after := getPod(t, p)
+		if i == 1 && after.UID != before.UID {
+			t.Errorf("pod %s was recreated", p.Name)
+		}
+		wantDropped := map[int]string{0: "mine"}[i]
+		if after.Annotations[kept] != "1" || after.Annotations[changed] != "2" || after.Annotations[dropped] != wantDropped {
+			t.Errorf("pod %s annotations %s=%q %s=%q %s=%q, want 1, 2 and %q", p.Name, kept, after.Annotations[kept],
+				changed, after.Annotations[changed], dropped, after.Annotations[dropped], wantDropped)
+		}
 	}
 }
