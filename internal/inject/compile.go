@@ -84,8 +84,8 @@ type hashedContent struct {
 	PatchPodMetadata []appsv1alpha1.PatchPodMetadata `json:"patchPodMetadata,omitempty"`
 }
 
-// Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes and
-// pull secrets. It is what Hash digests and what a stored revision holds (WithContent).
+// Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes,
+// pull secrets and patched annotations. It is what Hash digests and what a stored revision holds (WithContent).
 func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 	raw, err := json.Marshal(hashedContent{
 		Containers:       spec.Containers,
@@ -114,7 +114,7 @@ func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.Si
 }
 
 // Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
-// volumes and pull secrets. Pods record it in the status annotation and status.hash reports
+// volumes, pull secrets and patched annotations. Pods record it in the status annotation and status.hash reports
 // it, so a Pod is "updated" exactly when it was injected with today's content.
 func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
 	sum := sha256.Sum256(Content(spec))
