@@ -23,6 +23,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -52,6 +53,7 @@ type flags struct {
 	leaderElectionNamespace                 string
 	injection                               string
 	excludedNamespaces                      string
+	patchPodMetadataAllowedKeys             string
 }
 
 func parseFlags() (flags, zap.Options) {
@@ -77,6 +79,9 @@ func parseFlags() (flags, zap.Options) {
 		"\""+operator.InjectionWebhook+"\" (the pod webhook injects every pod) or \""+operator.InjectionPolicy+"\" (each SidecarSet "+
 		"is compiled into a MutatingAdmissionPolicy that the API server runs; the webhook injects only the pods the "+
 		"policies route to it; install with the policy-mode kustomize component).")
+	flag.StringVar(&f.patchPodMetadataAllowedKeys, "patch-pod-metadata-allowed-keys", "", "Annotation keys SidecarSets may patch "+
+		"onto the pods they inject (spec.patchPodMetadata), separated by commas: exact keys or prefix/* (every key under "+
+		"that prefix). Empty allows none; keys under sidecarset.io/ never. A set's other keys are left out with a warning.")
 	flag.StringVar(&f.excludedNamespaces, "excluded-namespaces", "", "Namespaces whose pods are never injected, "+
 		"separated by commas, besides kube-system and the operator's own: status and rollouts count their pods as excluded, "+
 		"and in policy mode the policies leave them alone. Exclude them in the pod webhook's namespaceSelector too "+
@@ -163,7 +168,8 @@ func run(f flags) error {
 		return err
 	}
 	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection,
-		ExcludedNamespaces: operator.ParseNamespaces(f.excludedNamespaces)}); err != nil {
+		ExcludedNamespaces:          operator.ParseNamespaces(f.excludedNamespaces),
+		PatchPodMetadataAllowedKeys: strings.Split(f.patchPodMetadataAllowedKeys, ",")}); err != nil {
 		return err
 	}
 	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect, "injection", f.injection)

@@ -65,6 +65,9 @@ type RolloutReconciler struct {
 	// Resize: the API server serves pods/resize (Kubernetes 1.33+). Without it a change of a
 	// sidecar's resources cannot reach running pods in place, and they are reported so.
 	Resize bool
+	// AllowedAnnotations are the annotation keys sets may patch onto pods, the pod webhook's
+	// (--patch-pod-metadata-allowed-keys): an update re-applies only those.
+	AllowedAnnotations *inject.KeyAllowList
 	// Workers is how many SidecarSets roll at once (one set never twice at once); 4 when zero.
 	Workers int
 	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a
@@ -346,7 +349,8 @@ func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.Compile
 	}
 	return status.PlanInPlace(snap, c, pod, namespaceLabels(pod.Namespace), injected, status.InPlaceEnv{
 		Revisions: r.Namespace != "", Resize: r.Resize,
-		KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
+		KubeletVersion:     func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
+		AllowedAnnotations: r.AllowedAnnotations,
 	})
 }
 

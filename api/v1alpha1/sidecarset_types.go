@@ -59,6 +59,14 @@ type SidecarSetSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image pull secrets"
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 
+	// PatchPodMetadata sets annotations on the Pods the set injects (a log agent's
+	// configuration, a scrape hint). Only keys the operator allows are patched (the manager's
+	// --patch-pod-metadata-allowed-keys); injection leaves any other key out with a warning.
+	// Keys under sidecarset.io/ are the operator's own and refused.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	PatchPodMetadata []PatchPodMetadata `json:"patchPodMetadata,omitempty"`
+
 	// InjectionStrategy controls injection into newly created Pods.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Injection strategy"
@@ -224,6 +232,32 @@ type RevisionRef struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	CustomVersion string `json:"customVersion,omitempty"`
+}
+
+// PatchPolicy says how a patched annotation meets a value the Pod already has.
+// +kubebuilder:validation:Enum=Retain;Overwrite;MergePatchJson
+type PatchPolicy string
+
+const (
+	// PatchPolicyRetain keeps the Pod's own value when it has the key. It is the default.
+	PatchPolicyRetain PatchPolicy = "Retain"
+	// PatchPolicyOverwrite sets the SidecarSet's value whatever the Pod has.
+	PatchPolicyOverwrite PatchPolicy = "Overwrite"
+	// PatchPolicyMergePatchJSON takes the value as a JSON object and merges it (RFC 7386 JSON
+	// merge patch) into the Pod's value of the key, which must then be a JSON object too; a Pod
+	// without the key gets the value as it is.
+	PatchPolicyMergePatchJSON PatchPolicy = "MergePatchJson"
+)
+
+// PatchPodMetadata is a group of annotations patched onto injected Pods with one policy.
+type PatchPodMetadata struct {
+	// Annotations are the keys and values to patch.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// PatchPolicy is Retain (the default), Overwrite or MergePatchJson.
+	// +kubebuilder:default=Retain
+	// +optional
+	PatchPolicy PatchPolicy `json:"patchPolicy,omitempty"`
 }
 
 // PodInjectPolicy says where a sidecar container goes relative to the app containers.

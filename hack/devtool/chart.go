@@ -140,6 +140,9 @@ webhook:
   # out of its policies (injection=policy) and rollouts, and SidecarSet status counts their
   # pods as excluded, as for a namespace labelled sidecarset.io/injection=disabled.
   excludedNamespaces: []
+  # Annotation keys SidecarSets may patch onto the pods they inject (spec.patchPodMetadata):
+  # exact keys or prefix/* (--patch-pod-metadata-allowed-keys). Empty allows none.
+  patchPodMetadataAllowedKeys: []
 
 metrics:
   # Serve metrics over HTTPS on 8443 behind Kubernetes authn/authz, with their Service.
@@ -244,7 +247,8 @@ func templateDeployment(text string) (image, replicas, resources, out string, er
 		flag := metricsArg.FindStringSubmatch(line)[1]
 		item := flag[:strings.Index(flag, "- ")+len("- ")]
 		return flag + "{{ if .Values.metrics.enabled }}:8443{{ else }}0{{ end }}\n" +
-			"{{- with .Values.webhook.excludedNamespaces }}\n" + item + "--excluded-namespaces={{ join \",\" . }}\n{{- end }}\n"
+			"{{- with .Values.webhook.excludedNamespaces }}\n" + item + "--excluded-namespaces={{ join \",\" . }}\n{{- end }}\n" +
+			"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n" + item + "--patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n"
 	})
 	// The resources block: the lines after "resources:" indented deeper than the key.
 	loc := resourcesKey.FindStringSubmatchIndex(text)

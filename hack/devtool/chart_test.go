@@ -57,7 +57,9 @@ func TestWriteChart(t *testing.T) {
 	for _, want := range []string{"namespace: {{ .Release.Namespace }}", "replicas: {{ .Values.replicas }}",
 		"{{ toYaml .Values.resources | indent 10 }}\n        securityContext:", "managed-by: {{ .Release.Service }}",
 		// The manager leaves out the namespaces the webhook's registration leaves out.
-		"{{ end }}\n{{- with .Values.webhook.excludedNamespaces }}\n        - --excluded-namespaces={{ join \",\" . }}\n{{- end }}\n"} {
+		"{{ end }}\n{{- with .Values.webhook.excludedNamespaces }}\n        - --excluded-namespaces={{ join \",\" . }}\n{{- end }}\n",
+		// The allow-list of patched annotation keys reaches the manager.
+		"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n        - --patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n"} {
 		if !strings.Contains(dep, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, dep)
 		}

@@ -138,10 +138,6 @@ func (c *converter) spec(spec map[string]any) {
 	if _, ok := spec["selector"]; !ok {
 		c.refuse("spec.selector", "required here: a SidecarSet selects pods by label")
 	}
-	if v, ok := spec["patchPodMetadata"]; ok && v != nil {
-		c.refuse("spec.patchPodMetadata", "no equivalent in this operator yet: set the annotations in the workloads' pod templates")
-		delete(spec, "patchPodMetadata")
-	}
 	for _, list := range []struct {
 		key    string
 		inject string

@@ -118,7 +118,8 @@ func (e *Engine) InjectPod(ctx context.Context, raw []byte, namespace string) ([
 
 // Explain says what every SidecarSet does to the pod, as explain.Explain.
 func (e *Engine) Explain(ctx context.Context, p explain.Pod) []explain.Explanation {
-	return explain.Explain(e.store.Load(), p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected})
+	return explain.Explain(e.store.Load(), p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected,
+		AllowedAnnotations: e.injector.AllowedAnnotations})
 }
 
 // injected is the set as it was at the hash, from its stored revision.

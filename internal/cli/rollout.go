@@ -132,7 +132,8 @@ func gatherPlan(ctx context.Context, o *options, name, file string) (*planInput,
 	}
 	nodes := &nodeVersions{reader: c, warn: o.streams.ErrOut}
 	return &planInput{set: set, engine: e, pods: pods, namespaceLabels: func(ns string) map[string]string { return nsLabels[ns] },
-		env: status.InPlaceEnv{Revisions: true, Resize: resize, KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) }},
+		env: status.InPlaceEnv{Revisions: true, Resize: resize, KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
+			AllowedAnnotations: e.injector.AllowedAnnotations},
 		now: time.Now()}, nil
 }
 

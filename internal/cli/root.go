@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
 // Exit codes.
@@ -68,6 +69,7 @@ type options struct {
 	config            *genericclioptions.ConfigFlags
 	sidecarSets       string
 	operatorNamespace string
+	allowedKeys       []string // --patch-pod-metadata-allowed-keys
 	namespaceLabels   map[string]string
 	// client, when set, is used instead of one built from config (tests).
 	client client.Client
@@ -131,6 +133,8 @@ Exit codes: 0 success; 1 bad input or a pod the webhook refuses; 2 wrong flags o
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "sidecarset-system",
 		"namespace the operator runs in: never injected, and where SidecarSet revisions are stored")
+	cmd.PersistentFlags().StringSliceVar(&o.allowedKeys, "patch-pod-metadata-allowed-keys", nil,
+		"annotation keys SidecarSets may patch onto pods, as the operator's flag of that name says (exact keys or prefix/*); empty allows none")
 	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newConvertCommand(o))
 	return cmd
 }
@@ -168,8 +172,23 @@ func (o *options) namespace() string {
 	return ns
 }
 
-// engine builds the Engine from --sidecarsets and --namespace-labels, or from the cluster.
+// engine builds the Engine from --sidecarsets and --namespace-labels, or from the cluster,
+// allowing the patched annotation keys --patch-pod-metadata-allowed-keys names.
 func (o *options) engine(ctx context.Context, stdin io.Reader) (*Engine, error) {
+	allowed, err := inject.ParseKeyAllowList(o.allowedKeys)
+	if err != nil {
+		return nil, &flagError{err}
+	}
+	e, err := o.sourcedEngine(ctx, stdin)
+	if err != nil {
+		return nil, err
+	}
+	e.injector.AllowedAnnotations = &allowed
+	return e, nil
+}
+
+// sourcedEngine builds the Engine from --sidecarsets and --namespace-labels, or from the cluster.
+func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader) (*Engine, error) {
 	if o.sidecarSets != "" {
 		r := stdin
 		if o.sidecarSets != "-" {

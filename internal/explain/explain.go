@@ -77,6 +77,9 @@ type Options struct {
 	// Injected returns the set as it was when it injected a Pod (its stored revision of the
 	// hash), or nil when it is not known; it lets Explain name edits made since injection.
 	Injected func(c *inject.CompiledSet, hash string) *inject.CompiledSet
+	// AllowedAnnotations are the annotation keys sets may patch onto pods, as the operator's
+	// --patch-pod-metadata-allowed-keys says; nil allows none.
+	AllowedAnnotations *inject.KeyAllowList
 }
 
 // Explain returns one Explanation per SidecarSet of the snapshot, invalid ones included,
@@ -140,7 +143,8 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 	if len(candidates) == 0 {
 		return sorted(out)
 	}
-	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get})
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get,
+		AllowedAnnotations: opts.AllowedAnnotations})
 	var refused *inject.RefusedError
 	if err != nil && !errors.As(err, &refused) {
 		refused = &inject.RefusedError{Detail: err.Error()}
@@ -221,7 +225,8 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	if opts.Injected != nil {
 		injected = opts.Injected(c, hash)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: p.Pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get}, c.Name(), injected)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: p.Pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get,
+		AllowedAnnotations: opts.AllowedAnnotations}, c.Name(), injected)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s): %v", hash, c.Hash, err)

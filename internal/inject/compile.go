@@ -83,16 +83,20 @@ type hashedContent struct {
 	InitContainers   []appsv1alpha1.SidecarContainer `json:"initContainers,omitempty"`
 	Volumes          []corev1.Volume                 `json:"volumes,omitempty"`
 	ImagePullSecrets []corev1.LocalObjectReference   `json:"imagePullSecrets,omitempty"`
+	// PatchPodMetadata is left out of the JSON when empty, so a set without it keeps the hash
+	// it had before the field existed.
+	PatchPodMetadata []appsv1alpha1.PatchPodMetadata `json:"patchPodMetadata,omitempty"`
 }
 
-// Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes and
-// pull secrets. It is what Hash digests and what a stored revision holds (WithContent).
+// Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes,
+// pull secrets and patched annotations. It is what Hash digests and what a stored revision holds (WithContent).
 func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 	raw, err := json.Marshal(hashedContent{
 		Containers:       spec.Containers,
 		InitContainers:   spec.InitContainers,
 		Volumes:          spec.Volumes,
 		ImagePullSecrets: spec.ImagePullSecrets,
+		PatchPodMetadata: spec.PatchPodMetadata,
 	})
 	if err != nil {
 		// These are plain API structs; encoding/json cannot fail on them.
@@ -109,11 +113,12 @@ func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.Si
 	}
 	out := set.DeepCopy()
 	out.Spec.Containers, out.Spec.InitContainers, out.Spec.Volumes, out.Spec.ImagePullSecrets = c.Containers, c.InitContainers, c.Volumes, c.ImagePullSecrets
+	out.Spec.PatchPodMetadata = c.PatchPodMetadata
 	return out, nil
 }
 
 // Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
-// volumes and pull secrets. Pods record it in the status annotation and status.hash reports
+// volumes, pull secrets and patched annotations. Pods record it in the status annotation and status.hash reports
 // it, so a Pod is "updated" exactly when it was injected with today's content.
 func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
 	sum := sha256.Sum256(Content(spec))

@@ -29,6 +29,9 @@ type Input struct {
 	// annotation is trusted only for what a set found this way declares (see trustRecords).
 	// When nil, only Sets are looked up.
 	SetByName func(name string) (*CompiledSet, bool)
+	// AllowedAnnotations are the annotation keys sets may patch onto the Pod
+	// (spec.patchPodMetadata); nil allows none, and the others are left out with a warning.
+	AllowedAnnotations *KeyAllowList
 }
 
 // Skip is a SidecarSet that was considered and not injected, and why.
@@ -54,6 +57,8 @@ func Apply(in Input) (*Result, error) {
 	old, distrusted := trustRecords(old, in.setByName)
 	b := newBuilder(pod, old)
 	b.warnings = distrusted
+	b.allowed = in.AllowedAnnotations
+	b.stripAnnotations(old, mergedKeys(old, in.setByName))
 	// Sets take their turns in name order, so every set's entries land in the same place
 	// whether it injects now or keeps what it injected earlier.
 	for _, set := range in.Sets {
@@ -126,6 +131,11 @@ type builder struct {
 	addedContainers            bool               // something went into spec.containers
 	ownResourcesFit            *bool              // the pod's own containers fit in its pod-level resources; nil: not computed yet
 	warnings                   []string
+
+	allowed         *KeyAllowList         // annotation keys sets may patch
+	annotations     map[string]string     // the Pod's annotations as injection leaves them
+	annotationOwner map[string]patchOwner // patched annotation key -> the set that patched it
+	stripped        map[string]string     // annotation key -> value an earlier injection patched, taken out
 }
 
 // placement holds the new containers of one list, split by podInjectPolicy.
@@ -157,7 +167,7 @@ func newBuilder(pod *corev1.Pod, old Records) *builder {
 // keep puts back what a paused set injected earlier, exactly as the Pod has it, and returns
 // its record reduced to what the Pod still has.
 func (b *builder) keep(set string, rec Record) Record {
-	out := Record{Hash: rec.Hash, NotShared: rec.NotShared}
+	out := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: b.keepAnnotations(set, rec)}
 	out.Containers = b.keepContainers(set, rec.Containers, b.pod.Spec.Containers, b.strip.containers, &b.containers)
 	out.InitContainers = b.keepContainers(set, rec.InitContainers, b.pod.Spec.InitContainers, b.strip.initContainers, &b.initContainers)
 	for _, name := range rec.Volumes {
@@ -223,6 +233,9 @@ func (b *builder) inject(set *CompiledSet) (Record, error) {
 	rec.Volumes = vols
 	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
 	if err := b.checkPodResources(set, rec); err != nil {
+		return Record{}, err
+	}
+	if err := b.patchMetadata(set, &rec); err != nil {
 		return Record{}, err
 	}
 	return rec, nil

@@ -26,6 +26,10 @@ type Record struct {
 	// shareVolumeDevicePolicy left out of a sidecar because they would not be valid there, each
 	// with the reason.
 	NotShared []string `json:"notShared,omitempty"`
+	// Annotations are the annotations the set patched (spec.patchPodMetadata), with the value
+	// it left. A key whose value changed since is the Pod's own; a key the Pod kept its own
+	// value of (patchPolicy Retain) is not listed.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Records maps SidecarSet names to what they injected.
@@ -300,7 +304,7 @@ func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Re
 			}
 			return kept
 		}
-		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared}
+		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: unreserved(rec.Annotations)}
 		trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
 		trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
 		trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))
@@ -334,6 +338,21 @@ func pullSecretNames(list []corev1.LocalObjectReference) sets.Set[string] {
 	out := sets.New[string]()
 	for i := range list {
 		out.Insert(list[i].Name)
+	}
+	return out
+}
+
+// unreserved is the annotations without the operator's own keys, which no set patches.
+func unreserved(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range annotations {
+		if strings.HasPrefix(k, ReservedKeyPrefix) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
 	}
 	return out
 }

@@ -172,6 +172,7 @@ func (b *builder) finish(res *Result) {
 		nil, b.pullSecrets, func(a, b *corev1.LocalObjectReference) bool { return *a == *b })
 
 	res.annotations = map[string]*string{}
+	b.annotationEdits(res.annotations)
 	old, had := pod.Annotations[appsv1alpha1.StatusAnnotation]
 	switch {
 	case len(res.Records) > 0:
@@ -187,7 +188,7 @@ func (b *builder) finish(res *Result) {
 	}
 	// kubectl exec and logs default to the first container: pin it to the app's when sidecars
 	// join spec.containers (a BeforeAppContainer sidecar would otherwise take its place).
-	if _, ok := pod.Annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && b.addedContainers && len(b.appContainers) > 0 {
+	if _, ok := b.annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && b.addedContainers && len(b.appContainers) > 0 {
 		name := b.appContainers[0].Name
 		res.annotations[appsv1alpha1.DefaultContainerAnnotation] = &name
 	}

@@ -31,6 +31,9 @@ type InPlace struct {
 	// Blocked says, field by field, what of the set's current content a running Pod cannot
 	// take. When it is set, nothing is to be patched.
 	Blocked []string
+	// Annotations are the patched annotations (spec.patchPodMetadata) the update changes: key
+	// -> new value, nil to remove a key the set no longer patches.
+	Annotations map[string]*string
 	// Recreatable: what Blocked names is only that the change cannot be made in place (a
 	// sidecar's other fields, a sidecar added or removed, a volume): a Pod created now would
 	// be injected with it. False for edits made since injection, which recreating the Pod
@@ -144,11 +147,18 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	target.Annotations[appsv1alpha1.StatusAnnotation] = records.Encode()
 	u.records = records
 
-	res, err := Apply(Input{Pod: target, Sets: in.Sets, NamespaceLabels: in.NamespaceLabels, SetByName: in.SetByName})
+	res, err := Apply(Input{Pod: target, Sets: in.Sets, NamespaceLabels: in.NamespaceLabels, SetByName: in.SetByName,
+		AllowedAnnotations: in.AllowedAnnotations})
 	if err != nil {
 		u.Blocked = append(u.Blocked, err.Error())
 		return u, nil
 	}
+	// Annotations need no restart: the set's current patches are applied and those it no
+	// longer declares removed, as injecting the pod afresh would leave them.
+	u.Annotations = patchedAnnotationEdits(res, rec, current)
+	rec.Annotations = res.Records[set].Annotations
+	records[set] = rec
+	u.records = records
 	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
 	u.Recreatable = len(u.Blocked) > 0
 	if len(u.Blocked) > 0 {
@@ -263,7 +273,8 @@ func edits(in Input, injected *CompiledSet) []string {
 		}
 		return in.setByName(name)
 	}
-	res, err := Apply(Input{Pod: in.Pod, Sets: sets, NamespaceLabels: in.NamespaceLabels, SetByName: setByName})
+	res, err := Apply(Input{Pod: in.Pod, Sets: sets, NamespaceLabels: in.NamespaceLabels, SetByName: setByName,
+		AllowedAnnotations: in.AllowedAnnotations})
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -346,6 +357,14 @@ func (u *InPlace) Patch() []jsonpatch.Operation {
 	for _, c := range u.Images {
 		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: containerPath(c.Init, c.Index) + "/image", Value: c.To})
 	}
+	for _, k := range sets.List(sets.KeySet(u.Annotations)) {
+		path := "/metadata/annotations/" + escapeJSONPointer(k)
+		if v := u.Annotations[k]; v != nil {
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: path, Value: *v}) // add replaces a member
+		} else {
+			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: path})
+		}
+	}
 	return append(ops, jsonpatch.Operation{Operation: "replace",
 		Path: "/metadata/annotations/" + escapeJSONPointer(appsv1alpha1.StatusAnnotation), Value: u.records.Encode()})
 }
@@ -355,4 +374,23 @@ func listField(init bool) string {
 		return "spec.initContainers"
 	}
 	return "spec.containers"
+}
+
+// patchedAnnotationEdits are the annotation changes res makes for the set's patches: the keys
+// its record lists and the keys it declares now. Changes for other sets are theirs.
+func patchedAnnotationEdits(res *Result, rec Record, set *CompiledSet) map[string]*string {
+	keys := sets.KeySet(rec.Annotations)
+	for i := range set.Set.Spec.PatchPodMetadata {
+		keys.Insert(sets.KeySet(set.Set.Spec.PatchPodMetadata[i].Annotations).UnsortedList()...)
+	}
+	var out map[string]*string
+	for k := range keys {
+		if v, ok := res.annotations[k]; ok {
+			if out == nil {
+				out = map[string]*string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }

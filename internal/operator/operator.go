@@ -30,6 +30,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
@@ -56,6 +57,10 @@ type Options struct {
 	// status and rollouts count them as excluded. The pod webhook's registration must exclude
 	// them too (the Helm chart renders both from webhook.excludedNamespaces).
 	ExcludedNamespaces []string
+	// PatchPodMetadataAllowedKeys are the annotation keys SidecarSets may patch onto pods
+	// (spec.patchPodMetadata), exact or `prefix/*` (--patch-pod-metadata-allowed-keys). Empty
+	// allows none: a set patching other keys injects its sidecars without them, with a warning.
+	PatchPodMetadataAllowedKeys []string
 	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
 	// operator-lib's in-cluster factory when nil.
 	Conditions conditions.Factory
@@ -193,14 +198,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(mgr, store, excluded); err != nil {
+	allowed, err := inject.ParseKeyAllowList(opts.PatchPodMetadataAllowedKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := setupWebhooks(mgr, store, excluded, &allowed); err != nil {
 		return nil, err
 	}
 	var policyStates *controllers.PolicyStates
 	if policyMode {
 		policyStates = controllers.NewPolicyStates()
 	}
-	if err := setupControllers(mgr, store, opts, status.Scope{ExcludedNamespaces: excluded}, policyMode, policyStates); err != nil {
+	if err := setupControllers(mgr, store, opts, status.Scope{ExcludedNamespaces: excluded}, policyMode, policyStates, &allowed); err != nil {
 		return nil, err
 	}
 	if policyMode {
@@ -221,7 +230,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 // per job: status (reads only), rollout (the only writer of Pods), and revisions (when the
 // operator knows its namespace, where they are stored).
 func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, scope status.Scope,
-	policyMode bool, policyStates *controllers.PolicyStates) error {
+	policyMode bool, policyStates *controllers.PolicyStates, allowed *inject.KeyAllowList) error {
 	resize, err := servesPodResize(mgr)
 	if err != nil {
 		return err
@@ -236,7 +245,7 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 	}
 	rolloutRec := &controllers.RolloutReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 		Pods: pods, Scope: scope, Recorder: recorder, Namespace: opts.Namespace, States: rollouts,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions), Resize: resize}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions), Resize: resize, AllowedAnnotations: allowed}
 	if err := rolloutRec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the rollout reconciler: %w", err)
 	}
@@ -315,7 +324,7 @@ func injectionMode(mgr ctrl.Manager, mode string) (bool, error) {
 
 // setupWebhooks registers the pod injector (never injecting the excluded namespaces) and the
 // SidecarSet validator.
-func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string]) error {
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string], allowed *inject.KeyAllowList) error {
 	reader := mgr.GetCache()
 	podSecurity, err := ourwebhook.NewPodSecurity()
 	if err != nil {
@@ -326,6 +335,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 		PodSecurity:        podSecurity,
 		Recorder:           mgr.GetEventRecorder("sidecarset-injector"),
 		ExcludedNamespaces: excluded,
+		AllowedAnnotations: allowed,
 		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
 	}
 	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.

@@ -155,6 +155,12 @@ func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (*
 // does (the set then stays on the webhook), or nil. A set that pins a revision is checked with
 // that revision's content (see Resolve).
 func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
+	if len(set.Spec.PatchPodMetadata) > 0 {
+		// The allow-list is the webhook's flag, MergePatchJson merges into the pod's own JSON and
+		// the pod's record lists what was patched: no simple ApplyConfiguration does all three.
+		return &Unsupported{Field: "spec.patchPodMetadata", Reason: "a policy does not patch annotations " +
+			"(the operator's allow-list of keys, MergePatchJson and the pod's record of what was patched are the webhook's): the webhook injects the set"}
+	}
 	transferred := 0
 	hostPorts, containerPorts := sets.New[string](), sets.New[string]()
 	for _, list := range []struct {

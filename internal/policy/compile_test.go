@@ -53,6 +53,10 @@ func TestCompileUnsupported(t *testing.T) {
 		field string
 	}{
 		{name: "plain", modify: func(*appsv1alpha1.SidecarSetSpec) {}},
+		// Patched annotations stay on the webhook, which knows the operator's allow-list.
+		{name: "patchPodMetadata", field: "spec.patchPodMetadata", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.PatchPodMetadata = []appsv1alpha1.PatchPodMetadata{{Annotations: map[string]string{"prometheus.io/scrape": "true"}}}
+		}},
 		// transferEnv is copied in CEL where the engine copies the app's variable unchanged
 		// (the policy routes the other pods to the webhook), up to MaxTransfers entries.
 		{name: "transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {

@@ -25,6 +25,9 @@ type InPlaceEnv struct {
 	// node is gone, or reports none that parses). Asked only for a Pod whose update changes a
 	// native sidecar's image.
 	KubeletVersion func(node string) (*version.Version, error)
+	// AllowedAnnotations are the annotation keys sets may patch onto pods (the pod webhook's);
+	// nil allows none.
+	AllowedAnnotations *inject.KeyAllowList
 }
 
 // Refusal is why a Pod cannot take the set's current spec in place ("" when it can), and
@@ -54,7 +57,8 @@ func PlanInPlace(snap *snapshot.Snapshot, c *inject.CompiledSet, pod *corev1.Pod
 		}
 		return snap.Get(name)
 	}
-	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels, SetByName: setByName}, c.Name(), injected)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels, SetByName: setByName,
+		AllowedAnnotations: env.AllowedAnnotations}, c.Name(), injected)
 	switch {
 	case err != nil:
 		return nil, Refusal{Why: err.Error()}, nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not an error

@@ -35,7 +35,7 @@ func validateConflicts(set *appsv1alpha1.SidecarSet, others []appsv1alpha1.Sidec
 }
 
 // Conflicts returns what would clash in a Pod that both SidecarSets select (container names,
-// volume definitions, host ports), with paths into set's spec; nil when their selectors are
+// volume definitions, host ports, patched annotations), with paths into set's spec; nil when their selectors are
 // disjoint. Validation refuses such a pair when the second set is written, but two writes that
 // race each other are both validated against a view without the other; the reconciler uses
 // Conflicts to find such pairs afterwards.
@@ -54,6 +54,7 @@ func conflicts(set, other *appsv1alpha1.SidecarSet, path *field.Path) field.Erro
 	}
 	errs := containerConflicts(&set.Spec, other, path)
 	errs = append(errs, volumeConflicts(set.Spec.Volumes, other, path.Child("volumes"))...)
+	errs = append(errs, patchConflicts(&set.Spec, other, path.Child("patchPodMetadata"))...)
 	return append(errs, hostPortConflicts(&set.Spec, other, path.Child("containers"))...)
 }
 

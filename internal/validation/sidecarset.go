@@ -75,6 +75,7 @@ func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.Err
 	errs = append(errs, validateVolumes(spec.Volumes, path.Child("volumes"))...)
 	errs = append(errs, validateContainers(spec, path)...)
 	errs = append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
+	errs = append(errs, validatePatchPodMetadata(spec.PatchPodMetadata, path.Child("patchPodMetadata"))...)
 	errs = append(errs, validateAsPod(spec, path, errs)...)
 	return append(errs, validateUpdateStrategy(&spec.UpdateStrategy, path.Child("updateStrategy"))...)
 }

@@ -47,6 +47,9 @@ type PodInjector struct {
 	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
 	// operator's own namespace and kube-system.
 	ExcludedNamespaces sets.Set[string]
+	// AllowedAnnotations are the annotation keys SidecarSets may patch onto pods
+	// (--patch-pod-metadata-allowed-keys); nil allows none.
+	AllowedAnnotations *inject.KeyAllowList
 	// PodSecurity, when set, names the SidecarSets whose injection makes a pod break its
 	// namespace's enforced Pod Security Standard (a warning, and an event on each set).
 	PodSecurity *PodSecurity
@@ -202,7 +205,7 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
 			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
 	}
-	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName}
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()

@@ -126,7 +126,7 @@ func goldenInjector(t *testing.T, c injecttest.Case) *PodInjector {
 	if inv := store.Load().Invalid; len(inv) > 0 {
 		t.Fatalf("invalid SidecarSets in case %s: %v", c.Name, inv)
 	}
-	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
+	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"), AllowedAnnotations: injecttest.AllowList(t),
 		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
 			if c.Namespace == nil {
 				return nil, nil
@@ -804,7 +804,7 @@ func injectingCase(c injecttest.Case, h *PodInjector) (injecttest.Case, bool) {
 
 func enginePod(t *testing.T, c injecttest.Case) (*corev1.Pod, error) {
 	t.Helper()
-	in := inject.Input{Pod: c.Pod}
+	in := inject.Input{Pod: c.Pod, AllowedAnnotations: injecttest.AllowList(t)}
 	sorted := slices.Clone(c.Sets)
 	slices.SortFunc(sorted, func(a, b *appsv1alpha1.SidecarSet) int { return strings.Compare(a.Name, b.Name) })
 	for _, s := range sorted {

@@ -167,7 +167,8 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 	if err != nil {
 		return nil, err
 	}
-	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Conditions: upgradeable})
+	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Conditions: upgradeable,
+		PatchPodMetadataAllowedKeys: []string{allowedAnnotationPrefix + "*"}})
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +179,10 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 	}
 	return stopped, nil
 }
+
+// allowedAnnotationPrefix is what the suite's operator lets SidecarSets patch onto pods
+// (--patch-pod-metadata-allowed-keys=integration.example.com/*).
+const allowedAnnotationPrefix = "integration.example.com/"
 
 // operatorNamespace is the namespace config/default installs into; its Pods are never injected.
 const operatorNamespace = "sidecarset-system"

@@ -84,6 +84,16 @@ func Generate(t testing.TB, shape []byte, text string) inject.Input {
 		}
 		pod.Annotations[appsv1alpha1.StatusAnnotation] = g.text
 	}
+	// The pod's own values of the keys sets patch, chosen last so earlier choices keep their
+	// meaning for every stored input.
+	for _, k := range fuzzPatchKeys {
+		if g.intn(4) == 3 {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = pick(g, fuzzPatchValues...)
+		}
+	}
 	var ns map[string]string
 	if nsLabels != nil {
 		ns = map[string]string{}
@@ -91,14 +101,14 @@ func Generate(t testing.TB, shape []byte, text string) inject.Input {
 			ns[k] = v
 		}
 	}
-	return inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: ns}
+	return inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: ns, AllowedAnnotations: AllowList(t)}
 }
 
 // preInjected is pod as an earlier Apply with sets left it, or pod itself when that Apply
 // refused.
 func (g *fuzzGen) preInjected(t testing.TB, pod *corev1.Pod, sets []*appsv1alpha1.SidecarSet, nsLabels map[string]string) *corev1.Pod {
 	t.Helper()
-	res, err := inject.Apply(inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: nsLabels})
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: Compile(t, sets...), NamespaceLabels: nsLabels, AllowedAnnotations: AllowList(t)})
 	if err != nil {
 		if refused := (*inject.RefusedError)(nil); !errors.As(err, &refused) {
 			t.Fatalf("Apply failed with %T (%v), want only *inject.RefusedError", err, err)
@@ -198,8 +208,34 @@ func (g *fuzzGen) sidecarSet(name string) *appsv1alpha1.SidecarSet {
 			s.Spec.ImagePullSecrets = append(s.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
 		}
 	}
+	s.Spec.PatchPodMetadata = g.patches()
 	return s
 }
+
+// patches are a set's patchPodMetadata: each key at most once, as validation requires, and a
+// JSON object for every MergePatchJson value.
+func (g *fuzzGen) patches() []appsv1alpha1.PatchPodMetadata {
+	var out []appsv1alpha1.PatchPodMetadata
+	for _, k := range fuzzPatchKeys {
+		if g.intn(3) != 2 {
+			continue
+		}
+		policy := pick(g, "", appsv1alpha1.PatchPolicyRetain, appsv1alpha1.PatchPolicyOverwrite, appsv1alpha1.PatchPolicyMergePatchJSON)
+		value := pick(g, fuzzPatchValues...)
+		if policy == appsv1alpha1.PatchPolicyMergePatchJSON {
+			value = pick(g, fuzzPatchObjects...)
+		}
+		out = append(out, appsv1alpha1.PatchPodMetadata{PatchPolicy: policy, Annotations: map[string]string{k: value}})
+	}
+	return out
+}
+
+var (
+	// fuzzPatchKeys: two keys the golden allow-list allows, one it does not.
+	fuzzPatchKeys    = []string{"logging.example.com/config", "prometheus.io/scrape", "team.example.com/owner"}
+	fuzzPatchObjects = []string{`{"a":1}`, `{"a":null,"b":{"c":2}}`, `{}`}
+	fuzzPatchValues  = append([]string{"true", "not json"}, fuzzPatchObjects...)
+)
 
 func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer {
 	// A sidecar mounts volumes by name, defined by its set, by the pod, or by nobody.

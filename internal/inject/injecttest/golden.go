@@ -34,11 +34,25 @@ type Case struct {
 	Pod       *corev1.Pod
 }
 
+// AllowedAnnotations is the operator's allow-list of patched annotation keys every case is
+// injected with: a case patching any other key shows it left out.
+var AllowedAnnotations = []string{"logging.example.com/*", "prometheus.io/scrape", "prometheus.io/port"}
+
+// AllowList is AllowedAnnotations parsed.
+func AllowList(t testing.TB) *inject.KeyAllowList {
+	t.Helper()
+	allowed, err := inject.ParseKeyAllowList(AllowedAnnotations)
+	if err != nil {
+		t.Fatalf("allow-list: %v", err)
+	}
+	return &allowed
+}
+
 // Input compiles the case's SidecarSets afresh and returns the engine's input. Each call
 // returns new compiled sets sharing the case's objects, which nothing may modify.
 func (c Case) Input(t testing.TB) inject.Input {
 	t.Helper()
-	in := inject.Input{Pod: c.Pod, Sets: Compile(t, c.Sets...)}
+	in := inject.Input{Pod: c.Pod, Sets: Compile(t, c.Sets...), AllowedAnnotations: AllowList(t)}
 	if c.Namespace != nil {
 		in.NamespaceLabels = c.Namespace.Labels
 	}

@@ -56,6 +56,13 @@ var pinnedHashes = map[string]string{
 	"golden/paused-with-record/log-agent":                   "971faf5aee60be34",
 	"golden/paused-with-record/metrics-exporter":            "073d7e26d3fd9e7e",
 	"golden/paused-without-record/log-agent":                "971faf5aee60be34",
+	"golden/patch-metadata-conflict/log-agent":              "e5d350c9a88fd6c1",
+	"golden/patch-metadata-conflict/metrics-exporter":       "c426ca71293a33ca",
+	"golden/patch-metadata-merge-not-object/log-agent":      "54b43dc066333013",
+	"golden/patch-metadata-merge/log-agent":                 "9f231fb33e05f328",
+	"golden/patch-metadata-not-allowed/log-agent":           "f03c93aed28dd66e",
+	"golden/patch-metadata-overwrite/log-agent":             "ee3c783e6c530d53",
+	"golden/patch-metadata-retain/log-agent":                "40c9d3a599f70a7f",
 	"golden/pod-defines-identical-volume/cert-reloader":     "9aa4b831e60e893d",
 	"golden/pod-resources-exceeded/mesh-proxy":              "dded2c1ab027ee0e",
 	"golden/pod-resources-fit/mesh-proxy":                   "dded2c1ab027ee0e",
@@ -212,4 +219,34 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.SortFunc(keys, strings.Compare)
 	return keys
+}
+
+// TestPatchPodMetadataInHash: the annotations a set patches are part of what it injects, so
+// changing them makes its pods outdated (and a rollout re-applies them); a set without them has
+// the hash it had before the field existed (the pins above of every other set).
+func TestPatchPodMetadataInHash(t *testing.T) {
+	checked := 0
+	for _, c := range injecttest.LoadCases(t, "../testdata") {
+		for _, set := range c.Sets {
+			if len(set.Spec.PatchPodMetadata) == 0 {
+				continue
+			}
+			checked++
+			without := set.DeepCopy()
+			without.Spec.PatchPodMetadata = nil
+			if inject.Hash(&set.Spec) == inject.Hash(&without.Spec) {
+				t.Errorf("%s/%s: the same hash with and without spec.patchPodMetadata", c.Name, set.Name)
+			}
+			changed := set.DeepCopy()
+			for k := range changed.Spec.PatchPodMetadata[0].Annotations {
+				changed.Spec.PatchPodMetadata[0].Annotations[k] += "-changed"
+			}
+			if inject.Hash(&set.Spec) == inject.Hash(&changed.Spec) {
+				t.Errorf("%s/%s: the same hash after a patched value changed", c.Name, set.Name)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no golden case has a set with spec.patchPodMetadata")
+	}
 }
