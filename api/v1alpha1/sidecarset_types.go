@@ -1,3 +1,4 @@
+// +kubebuilder:validation:XValidation:rule="!has(self.injectionStrategy) || !has(self.injectionStrategy.revision) || !has(self.injectionStrategy.revision.policy) || self.injectionStrategy.revision.policy != 'Partial' || !has(self.updateStrategy) || !has(self.updateStrategy.partition) || type(self.updateStrategy.partition) == string",message="with injectionStrategy.revision.policy Partial, write updateStrategy.partition as a percentage (such as '30%'): it is also the share of new pods that get the pinned revision",fieldPath=".updateStrategy.partition"
 package v1alpha1
 
 import (
@@ -9,6 +10,7 @@ import (
 // SidecarSetSpec declares what to inject and into which Pods.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.containers) && size(self.containers) > 0) || (has(self.initContainers) && size(self.initContainers) > 0)",message="declare at least one entry in spec.containers or spec.initContainers",fieldPath=".containers"
+// +kubebuilder:validation:XValidation:rule="!has(self.injectionStrategy) || !has(self.injectionStrategy.revision) || !has(self.injectionStrategy.revision.policy) || self.injectionStrategy.revision.policy != 'Partial' || !has(self.updateStrategy) || !has(self.updateStrategy.partition) || type(self.updateStrategy.partition) == string",message="with injectionStrategy.revision.policy Partial, write updateStrategy.partition as a percentage (such as '30%'): it is also the share of new pods that get the pinned revision",fieldPath=".updateStrategy.partition"
 type SidecarSetSpec struct {
 	// Selector selects the Pods to inject into, by their labels. It is required and must not be
 	// empty: a SidecarSet never applies to every opted-in Pod by accident. Pods must also carry
@@ -219,7 +221,7 @@ type InjectionStrategy struct {
 
 // RevisionRef names a stored revision of a SidecarSet: by its ControllerRevision name
 // (status.updateRevision shows the current one), or by the sidecarset.io/custom-version label
-// the SidecarSet carried when the revision was stored.
+// the SidecarSet carried when the revision was stored. Policy says which new Pods get it.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.customVersion)",message="set exactly one of name and customVersion"
 type RevisionRef struct {
@@ -232,6 +234,15 @@ type RevisionRef struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	CustomVersion string `json:"customVersion,omitempty"`
+	// Policy says which new Pods get the pinned revision. Always, the default: every new Pod.
+	// Partial: the new Pods that the update strategy leaves out, that is, the share that
+	// updateStrategy.partition keeps (a percentage; each Pod is drawn at random), the Pods
+	// updateStrategy.selector does not match, and every new Pod while updateStrategy.paused;
+	// the other new Pods get the current spec. The draw is made once per Pod, from its
+	// admission request; a Pod admitted again keeps the revision its record names.
+	// +kubebuilder:default=Always
+	// +optional
+	Policy RevisionPolicy `json:"policy,omitempty"`
 }
 
 // PatchPolicy says how a patched annotation meets a value the Pod already has.
@@ -521,4 +532,16 @@ const (
 	// otherwise. Pods' own readiness is PodsReady's, not this: a set is ready when it does its
 	// part. Its observedGeneration says which spec it describes.
 	ConditionReady = "Ready"
+)
+
+// RevisionPolicy says which new Pods get a pinned revision.
+// +kubebuilder:validation:Enum=Always;Partial
+type RevisionPolicy string
+
+const (
+	// RevisionPolicyAlways gives every new Pod the pinned revision. It is the default.
+	RevisionPolicyAlways RevisionPolicy = "Always"
+	// RevisionPolicyPartial gives the pinned revision to the new Pods that the update strategy
+	// leaves out (see RevisionRef.Policy), and the current spec to the others.
+	RevisionPolicyPartial RevisionPolicy = "Partial"
 )

@@ -162,7 +162,7 @@ func (c *converter) spec(spec map[string]any) {
 		strategy["maxUnavailable"] = int64(1)
 	}
 	if injection, ok := spec["injectionStrategy"].(map[string]any); ok {
-		c.revision(injection)
+		c.revision(injection, strategy)
 	}
 }
 
@@ -215,7 +215,7 @@ func (c *converter) container(path string, m map[string]any, defaultInject strin
 }
 
 // revision maps OpenKruise's injection revision (revisionName, customVersion, policy) onto ours.
-func (c *converter) revision(injection map[string]any) {
+func (c *converter) revision(injection, strategy map[string]any) {
 	r, ok := injection["revision"].(map[string]any)
 	if !ok {
 		return
@@ -225,10 +225,17 @@ func (c *converter) revision(injection map[string]any) {
 		r["name"] = name
 	}
 	switch p, _ := r["policy"].(string); p {
-	case "", "Always":
+	case "", string(appsv1alpha1.RevisionPolicyAlways):
 		delete(r, "policy")
+	case string(appsv1alpha1.RevisionPolicyPartial):
+		if partition, ok := strategy["partition"]; ok {
+			if _, percent := partition.(string); !percent {
+				c.refuse("spec.updateStrategy.partition", fmt.Sprintf("%v is a number: with injectionStrategy.revision.policy Partial, OpenKruise then gives every new pod the current spec, "+
+					"while this operator takes the share of new pods that get the pinned revision from the partition, as a percentage: write it as one", partition))
+			}
+		}
 	default:
-		c.refuse("spec.injectionStrategy.revision.policy", p+" has no equivalent here: new pods always get the pinned revision (Always)")
+		c.refuse("spec.injectionStrategy.revision.policy", p+" is not a policy: use Always or Partial")
 		delete(r, "policy")
 	}
 }

@@ -75,7 +75,8 @@ func (e *DeniedError) Error() string { return e.Message }
 // leaves it. A refusal is a *DeniedError.
 func (e *Engine) InjectPod(ctx context.Context, raw []byte, namespace string) ([]byte, Outcome, error) {
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID:       "kubectl-sidecarset",
+		// No UID: a set that pins a revision with policy Partial then draws the pod by its
+		// namespace and name, so the same file always comes out the same.
 		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 		Operation: admissionv1.Create,

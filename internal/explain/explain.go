@@ -166,7 +166,12 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 	}
 	for _, name := range res.Injected {
 		c, _ := snap.Get(name)
-		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: injectsWhy(c), Sidecars: sidecars(snap, p, c, candidates, opts)})
+		why := injectsWhy(c)
+		if i := slices.IndexFunc(res.Picks, func(pk inject.PickOf) bool { return pk.SidecarSet == name }); i >= 0 {
+			why = injectsWhy(res.Picks[i].Content) + "; " + pickWhy(res.Picks[i].Pick)
+			c = c.Latest() // running pods are brought to the current spec
+		}
+		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: why, Sidecars: sidecars(snap, p, c, candidates, opts)})
 	}
 	for _, s := range res.Skipped {
 		c, _ := snap.Get(s.SidecarSet)
@@ -190,6 +195,15 @@ func selectorWhy(c *inject.CompiledSet) string {
 
 func namespaceWhy(c *inject.CompiledSet, ns string) string {
 	return fmt.Sprintf("spec.namespaceSelector %s does not match the labels of namespace %s", metav1.FormatLabelSelector(c.Set.Spec.NamespaceSelector), ns)
+}
+
+// pickWhy says which content a set that pins a revision with policy Partial gives the pod.
+func pickWhy(pk inject.Pick) string {
+	got := "the current spec"
+	if pk.Pinned {
+		got = "the pinned revision"
+	}
+	return fmt.Sprintf("spec.injectionStrategy.revision.policy is Partial and this pod gets %s: %s", got, pk.Why)
 }
 
 func injectsWhy(c *inject.CompiledSet) string {

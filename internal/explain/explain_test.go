@@ -11,6 +11,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
@@ -144,5 +145,34 @@ func TestNamespaceVerdicts(t *testing.T) {
 		if len(got) != 1 || got[0].Verdict != tc.want || !strings.Contains(got[0].Why, tc.why) {
 			t.Errorf("namespace %s %v: %+v, want %s (%q)", tc.namespace, tc.labels, got, tc.want, tc.why)
 		}
+	}
+}
+
+// TestPartialRevision: for a set that pins a revision with policy Partial, the verdict names
+// the content the pod gets and why, and an existing pod is compared with the current spec.
+func TestPartialRevision(t *testing.T) {
+	stable := agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate)
+	c1, err := inject.Compile(stable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := revision.Reconcile(c1, "ops", nil, nil).Create
+	current := agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate)
+	current.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name, Policy: appsv1alpha1.RevisionPolicyPartial}
+	current.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"track": "canary"}}
+	store := snapshot.NewStore()
+	store.UpsertRevision(rev)
+	store.Upsert(current)
+	opts := Options{ExcludedNamespaces: sets.New("kube-system")}
+
+	pod := injectedPod(t, stable) // the pinned revision's content, not matched by the update selector
+	got := Explain(store.Load(), Pod{Pod: pod}, opts)
+	if len(got) != 1 || !strings.Contains(got[0].Why, "hash "+c1.Hash) || !strings.Contains(got[0].Why, "gets the pinned revision") {
+		t.Errorf("a new pod: %+v, want the pinned revision at hash %s named", got, c1.Hash)
+	}
+	got = Explain(store.Load(), Pod{Pod: pod, Existing: true}, opts)
+	if len(got) != 1 || !strings.Contains(got[0].Why, "the pod's record names the pinned revision") ||
+		!strings.Contains(got[0].Sidecars, "the set is at "+inject.Hash(&current.Spec)) {
+		t.Errorf("an existing pod on the pinned revision: %+v, want it outdated against the current spec", got)
 	}
 }

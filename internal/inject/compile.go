@@ -37,6 +37,10 @@ type CompiledSet struct {
 
 	selector          labels.Selector
 	namespaceSelector labels.Selector // nil: every namespace
+	// latest is the current spec, compiled, of a set that pins a revision with policy Partial
+	// (see Pick), and updateSelector its update strategy's selector; nil otherwise.
+	latest         *CompiledSet
+	updateSelector labels.Selector
 }
 
 // Name is the SidecarSet's name.

@@ -32,6 +32,9 @@ type Input struct {
 	// AllowedAnnotations are the annotation keys sets may patch onto the Pod
 	// (spec.patchPodMetadata); nil allows none, and the others are left out with a warning.
 	AllowedAnnotations *KeyAllowList
+	// Key draws the Pod for the SidecarSets that pin a revision with policy Partial (see
+	// CompiledSet.Pick): the admission request's UID. Empty: the Pod's namespace and name.
+	Key string
 }
 
 // Skip is a SidecarSet that was considered and not injected, and why.
@@ -72,6 +75,15 @@ func Apply(in Input) (*Result, error) {
 		if reason != Matched {
 			res.Skipped = append(res.Skipped, Skip{SidecarSet: set.Name(), Reason: reason})
 			continue
+		}
+		recorded := ""
+		if rec, ok := old[set.Name()]; ok {
+			recorded = rec.Hash
+		}
+		if set.latest != nil {
+			var pick Pick
+			set, pick = set.Pick(pod, recorded, in.Key)
+			res.Picks = append(res.Picks, PickOf{SidecarSet: set.Name(), Pick: pick, Content: set})
 		}
 		rec, err := b.inject(set)
 		if err != nil {

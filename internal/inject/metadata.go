@@ -90,6 +90,7 @@ func mergedKeys(recs Records, setByName func(string) (*CompiledSet, bool)) sets.
 		if !ok {
 			continue
 		}
+		set = set.version(recs[name].Hash)
 		for i := range set.Set.Spec.PatchPodMetadata {
 			p := &set.Set.Spec.PatchPodMetadata[i]
 			if PolicyOf(p) == appsv1alpha1.PatchPolicyMergePatchJSON {

@@ -286,6 +286,9 @@ func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Re
 	for _, name := range recs.Names() {
 		rec := recs[name]
 		set, ok := setByName(name)
+		if ok {
+			set = set.version(rec.Hash)
+		}
 		if !ok {
 			warnings = append(warnings, fmt.Sprintf("annotation %s names SidecarSet %q, which does not exist; "+
 				"what it lists is kept as the pod's own", appsv1alpha1.StatusAnnotation, name))

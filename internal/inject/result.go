@@ -22,6 +22,9 @@ type Result struct {
 	Injected []string
 	// Skipped are the SidecarSets considered and not injected, with the reason.
 	Skipped []Skip
+	// Picks say, for each injecting SidecarSet that pins a revision with policy Partial,
+	// whether the Pod got the pinned revision or the current spec, and why.
+	Picks []PickOf
 	// Warnings are non-fatal problems to show the user (admission warnings).
 	Warnings []string
 

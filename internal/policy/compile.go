@@ -141,8 +141,11 @@ func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 
 // Resolve returns set as it injects, as the webhook's snapshot resolves it: for a set that pins
 // a revision, the set with that revision's content. While the pinned revision is not stored (or
-// cannot be read), it returns set and why its pods go to the webhook.
+// cannot be read), or with policy Partial, it returns set and why its pods go to the webhook.
 func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (*appsv1alpha1.SidecarSet, *Unsupported) {
+	if u := drawn(set); u != nil {
+		return set, u
+	}
 	content, missing := revision.Resolve(set, revs)
 	if missing == "" {
 		return content, nil
@@ -155,6 +158,9 @@ func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (*
 // does (the set then stays on the webhook), or nil. A set that pins a revision is checked with
 // that revision's content (see Resolve).
 func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
+	if u := drawn(set); u != nil {
+		return u
+	}
 	if len(set.Spec.PatchPodMetadata) > 0 {
 		// The allow-list is the webhook's flag, MergePatchJson merges into the pod's own JSON and
 		// the pod's record lists what was patched: no simple ApplyConfiguration does all three.
@@ -633,4 +639,14 @@ func annotationOps(addsContainers bool) string {
 		entries = append(entries, annotation{key: appsv1alpha1.DefaultContainerAnnotation, value: "object.spec.containers[0].name", ifAbsent: true})
 	}
 	return addAnnotations(entries...)
+}
+
+// drawn says why a set that pins a revision with policy Partial stays on the webhook: a
+// policy has no draw (CEL has no randomness, and cannot hash the admission request's UID).
+func drawn(set *appsv1alpha1.SidecarSet) *Unsupported {
+	if ref := set.Spec.InjectionStrategy.Revision; ref == nil || ref.Policy != appsv1alpha1.RevisionPolicyPartial {
+		return nil
+	}
+	return &Unsupported{Field: "spec.injectionStrategy.revision.policy", Reason: "Partial draws each new pod for the pinned revision " +
+		"or the current spec, and a policy cannot draw: the webhook injects the set"}
 }

@@ -57,6 +57,10 @@ func TestCompileUnsupported(t *testing.T) {
 		{name: "patchPodMetadata", field: "spec.patchPodMetadata", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.PatchPodMetadata = []appsv1alpha1.PatchPodMetadata{{Annotations: map[string]string{"prometheus.io/scrape": "true"}}}
 		}},
+		// A policy cannot draw a pod between a pinned revision and the current spec.
+		{name: "revision policy Partial", field: "spec.injectionStrategy.revision.policy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: "agent-0123", Policy: appsv1alpha1.RevisionPolicyPartial}
+		}},
 		// transferEnv is copied in CEL where the engine copies the app's variable unchanged
 		// (the policy routes the other pods to the webhook), up to MaxTransfers entries.
 		{name: "transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -144,7 +143,15 @@ func (s *Store) compile(set *appsv1alpha1.SidecarSet) {
 	if missing != "" {
 		s.pinMissing[set.Name] = missing
 	}
-	if c, err := inject.Compile(content); err != nil {
+	c, err := inject.Compile(content)
+	if err == nil && content != set && partial(set) {
+		// New pods get either the pinned revision or the current spec.
+		var latest *inject.CompiledSet
+		if latest, err = inject.Compile(set); err == nil {
+			c, err = c.WithLatest(latest)
+		}
+	}
+	if err != nil {
 		s.invalid[set.Name] = err
 	} else {
 		s.sets[set.Name] = c
@@ -203,10 +210,10 @@ func (s *Store) conflicts(a, b *inject.CompiledSet) []string {
 	if out, ok := s.pairs[a.Name()][b.Name()]; ok {
 		return out
 	}
-	ab := messages(validation.Conflicts(a.Set, b.Set))
+	ab := versionConflicts(a, b)
 	var ba []string
 	if len(ab) > 0 {
-		ba = messages(validation.Conflicts(b.Set, a.Set))
+		ba = versionConflicts(b, a)
 	}
 	s.cachePair(a.Name(), b.Name(), ab)
 	s.cachePair(b.Name(), a.Name(), ba)
@@ -220,12 +227,27 @@ func (s *Store) cachePair(a, b string, fields []string) {
 	s.pairs[a][b] = fields
 }
 
-func messages(errs field.ErrorList) []string {
+// versionConflicts is what clashes between every content a and b inject (a set pinning a
+// revision with policy Partial injects two), as messages with paths into a's spec.
+func versionConflicts(a, b *inject.CompiledSet) []string {
 	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
+	for _, va := range versions(a) {
+		for _, vb := range versions(b) {
+			for _, e := range validation.Conflicts(va.Set, vb.Set) {
+				if m := e.Error(); !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+		}
 	}
 	return out
+}
+
+func versions(c *inject.CompiledSet) []*inject.CompiledSet {
+	if l := c.Latest(); l != nil {
+		return []*inject.CompiledSet{c, l}
+	}
+	return []*inject.CompiledSet{c}
 }
 
 func (s *Store) publish() {
@@ -344,4 +366,9 @@ func (s *Store) upsertObject(obj any) {
 	if set, ok := obj.(*appsv1alpha1.SidecarSet); ok {
 		s.Upsert(set)
 	}
+}
+
+func partial(set *appsv1alpha1.SidecarSet) bool {
+	ref := set.Spec.InjectionStrategy.Revision
+	return ref != nil && ref.Policy == appsv1alpha1.RevisionPolicyPartial
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -373,5 +374,46 @@ func TestStorePinnedRevision(t *testing.T) {
 	s.DeleteRevision(rev)
 	if hash() != c2.Hash || s.Load().PinMissing["agent"] == "" {
 		t.Errorf("after the revision went: hash %s (current %s), pin missing %q", hash(), c2.Hash, s.Load().PinMissing)
+	}
+}
+
+// TestStorePartialRevision: a set that pins a revision with policy Partial injects either
+// content, so it conflicts with a set that clashes with its current spec only.
+func TestStorePartialRevision(t *testing.T) {
+	s := NewStore()
+	v1 := validSet("agent", "1", "agent:1")
+	c1, err := inject.Compile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := revision.Reconcile(c1, "ops", nil, nil).Create
+	v2 := validSet("agent", "2", "agent:2")
+	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name, Policy: appsv1alpha1.RevisionPolicyPartial}
+	v2.Spec.Containers = append(v2.Spec.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "shared-name", Image: "logs:1"}})
+	s.UpsertRevision(rev)
+	s.Upsert(v2)
+	c, _ := s.Load().Get("agent")
+	if c.Hash != c1.Hash || c.Latest() == nil || c.Latest().Set.Spec.Containers[0].Image != "agent:2" {
+		t.Fatalf("Partial set: hash %s (pinned %s), latest %v; want the pinned revision and the current spec beside it", c.Hash, c1.Hash, c.Latest())
+	}
+
+	// A newer set declaring a container of the name only the current spec has is stopped.
+	other := validSet("other", "1", "other:1")
+	other.CreationTimestamp = metav1.NewTime(v2.CreationTimestamp.Add(time.Hour))
+	other.Spec.Containers[0].Name = "shared-name"
+	s.Upsert(other)
+	conflicts := s.Load().Conflicts["other"]
+	if len(conflicts) != 1 || !conflicts[0].Stopped || conflicts[0].With != "agent" {
+		t.Errorf("conflicts of other: %+v, want it stopped by agent's current spec", conflicts)
+	}
+
+	// With Always, only the pinned revision injects.
+	always := v2.DeepCopy()
+	always.ResourceVersion = "3"
+	always.Generation++
+	always.Spec.InjectionStrategy.Revision.Policy = appsv1alpha1.RevisionPolicyAlways
+	s.Upsert(always)
+	if c, _ := s.Load().Get("agent"); c.Latest() != nil || len(s.Load().Conflicts["other"]) != 0 {
+		t.Errorf("Always: latest %v, conflicts %+v; want the pinned revision only", c.Latest(), s.Load().Conflicts["other"])
 	}
 }

@@ -205,7 +205,8 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
 			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
 	}
-	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations}
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
+		Key: string(req.UID)}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()

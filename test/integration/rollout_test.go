@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
@@ -527,5 +528,66 @@ func TestPinnedRevisionForNewPods(t *testing.T) {
 	must(t, k8s.Create(ctx, fresh))
 	if got := fresh.Spec.Containers[len(fresh.Spec.Containers)-1].Image; got != "registry.example/agent:1.0" {
 		t.Errorf("a new pod got %s, want the pinned revision's agent:1.0", got)
+	}
+}
+
+// TestPartialRevisionForNewPods: with policy Partial, the new pods the update selector picks
+// are drawn, by their admission requests, between the pinned revision and the current spec;
+// the others get the pinned revision. The API server refuses a numeric partition with it.
+func TestPartialRevisionForNewPods(t *testing.T) {
+	ns := newNamespace(t, nil)
+	set := rollingSet("partial", "partial")
+	set.Labels = map[string]string{appsv1alpha1.CustomVersionLabel: "stable"}
+	createSet(t, set)
+	eventually(t, "the stable revision to be stored", func() (bool, string) {
+		var list appsv1.ControllerRevisionList
+		must(t, k8s.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{
+			appsv1alpha1.CustomVersionLabel: "stable", appsv1alpha1.RevisionSetLabel: "partial"}))
+		return len(list.Items) == 1, fmt.Sprint(len(list.Items))
+	})
+
+	var cur appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+	cur.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable", Policy: appsv1alpha1.RevisionPolicyPartial}
+	cur.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(1))
+	err := k8s.Update(ctx, &cur)
+	if err == nil || !contains(err.Error(), "spec.updateStrategy.partition", "write updateStrategy.partition as a percentage") {
+		t.Fatalf("a numeric partition with policy Partial: got %v, want a refusal naming spec.updateStrategy.partition", err)
+	}
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Labels[appsv1alpha1.CustomVersionLabel] = "canary"
+		s.Spec.Containers[0].Image = "registry.example/agent:2.0"
+		s.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable", Policy: appsv1alpha1.RevisionPolicyPartial}
+		s.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromString("50%"))
+		s.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"track": "canary"}}
+	})
+	eventually(t, "the webhook to draw between two versions", func() (bool, string) {
+		c, ok := op.Sets.Load().Get("partial")
+		return ok && c.Latest() != nil, "no current spec beside the pinned revision yet"
+	})
+
+	images := func(track string, n int) map[string]int {
+		got := map[string]int{}
+		for i := range n {
+			pod := appPod(ns, fmt.Sprintf("%s-%d", track, i), "partial", true)
+			pod.Labels["track"] = track
+			must(t, k8s.Create(ctx, pod))
+			image := pod.Spec.Containers[len(pod.Spec.Containers)-1].Image
+			hash, _ := inject.InjectedHash(pod.Annotations, "partial")
+			got[image]++
+			// The record names the content the pod got, so the rollout and status see it.
+			if c, _ := op.Sets.Load().Get("partial"); (image == "registry.example/agent:2.0") != (hash == c.Latest().Hash) {
+				t.Errorf("pod %s runs %s but records hash %s (current spec %s)", pod.Name, image, hash, c.Latest().Hash)
+			}
+		}
+		return got
+	}
+	// 20 draws at 50%: all alike has a chance of 2 in a million.
+	if got := images("canary", 20); got["registry.example/agent:1.0"] == 0 || got["registry.example/agent:2.0"] == 0 {
+		t.Errorf("pods the update selector matches got %v, want both the pinned agent:1.0 and the current agent:2.0", got)
+	}
+	if got := images("stable", 5); got["registry.example/agent:1.0"] != 5 {
+		t.Errorf("pods the update selector does not match got %v, want the pinned agent:1.0 for all 5", got)
 	}
 }
