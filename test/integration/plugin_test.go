@@ -343,7 +343,7 @@ func TestPluginConvertsKruiseSidecarSets(t *testing.T) {
 			t.Errorf("the API server refused converted SidecarSet %s: %v", set.Name, err)
 		}
 	}
-	if sets != 2 {
-		t.Errorf("convert printed %d SidecarSets, want the 2 of the input", sets)
+	if sets != 3 {
+		t.Errorf("convert printed %d SidecarSets, want the 3 of the input", sets)
 	}
 }
