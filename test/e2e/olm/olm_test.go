@@ -450,6 +450,16 @@ func uninstall(t *testing.T, sub *operatorsv1alpha1.Subscription, csv *operators
 				recreated++
 			}
 		}
+		if recreated > 0 && len(csvs.Items) == 0 {
+			// The cluster-wide objects OLM made again for the CSV created again can outlive it:
+			// its olm operator may never have seen that CSV deleted. Delete them too.
+			for _, obj := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{},
+				&admissionregistrationv1.ValidatingWebhookConfiguration{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}} {
+				if err := k8s.DeleteAllOf(ctx, obj, ownedBy(csv)); err != nil {
+					return false, err.Error()
+				}
+			}
+		}
 		for _, spec := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: spec.Name}, &appsv1.Deployment{})
 			if !apierrors.IsNotFound(err) {
@@ -482,7 +492,7 @@ func uninstall(t *testing.T, sub *operatorsv1alpha1.Subscription, csv *operators
 	t.Logf("uninstalled %s in %v", csv.Name, time.Since(start))
 	if recreated > 0 {
 		t.Logf("OLM's catalog operator created %s again %d time(s) after the Subscription and its InstallPlans were gone, "+
-			"from an InstallPlan it was still executing; deleted again", csv.Name, recreated)
+			"from an InstallPlan it was still executing; deleted again, with the cluster-wide objects made for it", csv.Name, recreated)
 	}
 	for _, owned := range csv.Spec.CustomResourceDefinitions.Owned {
 		must(t, k8s.Get(ctx, client.ObjectKey{Name: owned.Name}, &apiextensionsv1.CustomResourceDefinition{}))
