@@ -166,7 +166,8 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 	}
 	for _, name := range res.Injected {
 		c, _ := snap.Get(name)
-		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: injectsWhy(c), Sidecars: sidecars(snap, p, c, candidates, opts)})
+		why := injectsWhy(c) + overridesWhy(c, p, res.Records[name].Overrides)
+		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: why, Sidecars: sidecars(snap, p, c, candidates, opts)})
 	}
 	for _, s := range res.Skipped {
 		c, _ := snap.Get(s.SidecarSet)
@@ -200,6 +201,42 @@ func injectsWhy(c *inject.CompiledSet) string {
 		}
 	}
 	return fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
+}
+
+// overridesWhy says which of the set's fields the pod overrides (spec.overrides) and with
+// what: applied is what injecting the pod now applies; a pod that exists has the values its
+// record says were applied, and an annotation changed since is named, to take effect when the
+// pod is recreated.
+func overridesWhy(c *inject.CompiledSet, p Pod, applied map[string]string) string {
+	values := applied
+	if p.Existing {
+		recs, err := inject.ParseRecords(p.Pod.Annotations)
+		if err != nil {
+			return ""
+		}
+		values = recs[c.Name()].Overrides
+	}
+	var parts []string
+	for _, o := range c.Set.Spec.Overrides {
+		target := fmt.Sprintf("%s %s", o.Container, o.Field)
+		if o.Field == appsv1alpha1.OverrideEnv {
+			target = fmt.Sprintf("%s env %s", o.Container, o.EnvName)
+		}
+		was, recorded := values[o.Annotation]
+		now, has := p.Pod.Annotations[o.Annotation]
+		switch {
+		case recorded && (!p.Existing || has && now == was):
+			parts = append(parts, fmt.Sprintf("%s=%s (annotation %s)", target, was, o.Annotation))
+		case recorded:
+			parts = append(parts, fmt.Sprintf("%s=%s (annotation %s, changed since injection: the new value takes effect when the pod is recreated)", target, was, o.Annotation))
+		case p.Existing && has:
+			parts = append(parts, fmt.Sprintf("%s as declared (annotation %s was set after injection: it takes effect when the pod is recreated)", target, o.Annotation))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the pod overrides " + strings.Join(parts, ", ")
 }
 
 // sidecars compares what the set injected into an existing Pod with the set's content.
