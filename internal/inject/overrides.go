@@ -187,7 +187,9 @@ func (b *builder) checkOverrideValues(set *CompiledSet) error {
 
 // Overridden returns c, a container the set declares, with the values of the set's overrides
 // of it that values (annotation -> value) holds: c itself when none applies, a copy otherwise.
-// The values are taken as they are; injection checks them first.
+// Injection checks the values first; a recorded value (a pod's record is the pod's to write)
+// that is not a quantity leaves its request or limit as declared, and injecting the pod with it
+// is refused.
 func Overridden(set *CompiledSet, c *corev1.Container, values map[string]string) *corev1.Container {
 	out := c
 	for i := range set.overrides {
@@ -207,6 +209,10 @@ func Overridden(set *CompiledSet, c *corev1.Container, values map[string]string)
 // setOverride sets the field of the override to value in c (a copy of its own).
 func setOverride(c *corev1.Container, o *compiledOverride, value string) {
 	if kind, name, ok := ResourceOverride(o.Field); ok {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return
+		}
 		list := &c.Resources.Requests
 		if kind == "limits" {
 			list = &c.Resources.Limits
@@ -214,7 +220,7 @@ func setOverride(c *corev1.Container, o *compiledOverride, value string) {
 		if *list == nil {
 			*list = corev1.ResourceList{}
 		}
-		(*list)[name] = resource.MustParse(value) // checked by checkOverrideValues, or recorded after it
+		(*list)[name] = q
 		return
 	}
 	// env: the sidecar's own (last) definition takes the value; without one, it is added.

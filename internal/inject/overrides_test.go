@@ -199,3 +199,17 @@ func TestOverridesKeptByUpdateInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedRecordedOverride: a record whose override value is no quantity (anyone creating
+// a pod writes its record) blocks the update with the refusal, naming the annotation.
+func TestForgedRecordedOverride(t *testing.T) {
+	pod := injectWithCPU(t, proxySet("proxy:1"), "500m")
+	pod.Annotations[appsv1alpha1.StatusAnnotation] = strings.Replace(pod.Annotations[appsv1alpha1.StatusAnnotation], `"500m"`, `"lots"`, 1)
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: compile(t, proxySet("proxy:2"))}, "proxy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Blocked) != 1 || !strings.Contains(u.Blocked[0], cpuAnnotation) || !strings.Contains(u.Blocked[0], "not a Kubernetes quantity") {
+		t.Errorf("Blocked = %q, want the refusal of %s=lots", u.Blocked, cpuAnnotation)
+	}
+}
