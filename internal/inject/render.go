@@ -15,9 +15,10 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
 
-// render returns the container to inject: the declared one with the pod's overrides, plus the transferred env vars and,
-// with shareVolumePolicy or shareVolumeDevicePolicy enabled, the app containers' volume mounts
-// or devices that stay valid in the sidecar. copies says which of its entries come from the
+// render returns the container to inject: the declared one with the pod's overrides
+// (spec.overrides), plus the transferred env vars and, with shareVolumePolicy or
+// shareVolumeDevicePolicy enabled, the app containers' volume mounts or devices that stay valid
+// in the sidecar. copies says which of its entries come from the
 // app containers (nil when none does), notShared which app mounts and devices were left out
 // and why (the record keeps them). The declared container is shared, not copied, when nothing
 // is added to it.
