@@ -69,6 +69,19 @@ type SidecarSetSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	PatchPodMetadata []PatchPodMetadata `json:"patchPodMetadata,omitempty"`
 
+	// Overrides are the sidecar fields a Pod may set for itself, each by an annotation: a
+	// Pod that carries the annotation gets its value in the sidecar (a bigger proxy for a busy
+	// Pod, a log level). Only what is listed here can be overridden, and only to values the
+	// entry's rule allows; a Pod whose value is not allowed is refused, with the annotation
+	// named. The values are read when the Pod is injected: changing the annotation of a
+	// running Pod takes effect when it is recreated.
+	// +optional
+	// +listType=map
+	// +listMapKey=annotation
+	// +kubebuilder:validation:MaxItems=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Per-pod overrides"
+	Overrides []Override `json:"overrides,omitempty"`
+
 	// InjectionStrategy controls injection into newly created Pods.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Injection strategy"
@@ -269,6 +282,67 @@ type PatchPodMetadata struct {
 	// +kubebuilder:default=Retain
 	// +optional
 	PatchPolicy PatchPolicy `json:"patchPolicy,omitempty"`
+}
+
+// OverrideField is a field of a sidecar a Pod may override.
+// +kubebuilder:validation:Enum=resources.requests.cpu;resources.requests.memory;resources.requests.ephemeral-storage;resources.limits.cpu;resources.limits.memory;resources.limits.ephemeral-storage;env
+type OverrideField string
+
+const (
+	// OverrideRequestsCPU is the sidecar's CPU request.
+	OverrideRequestsCPU OverrideField = "resources.requests.cpu"
+	// OverrideRequestsMemory is the sidecar's memory request.
+	OverrideRequestsMemory OverrideField = "resources.requests.memory"
+	// OverrideRequestsEphemeralStorage is the sidecar's ephemeral-storage request.
+	OverrideRequestsEphemeralStorage OverrideField = "resources.requests.ephemeral-storage"
+	// OverrideLimitsCPU is the sidecar's CPU limit.
+	OverrideLimitsCPU OverrideField = "resources.limits.cpu"
+	// OverrideLimitsMemory is the sidecar's memory limit.
+	OverrideLimitsMemory OverrideField = "resources.limits.memory"
+	// OverrideLimitsEphemeralStorage is the sidecar's ephemeral-storage limit.
+	OverrideLimitsEphemeralStorage OverrideField = "resources.limits.ephemeral-storage"
+	// OverrideEnv is the value of the sidecar's environment variable envName.
+	OverrideEnv OverrideField = "env"
+)
+
+// Override lets a Pod set one field of one sidecar by an annotation.
+//
+// +kubebuilder:validation:XValidation:rule="self.field == 'env' ? has(self.envName) : !has(self.envName)",message="set envName (the variable whose value the annotation sets) with field env, and only then",fieldPath=".envName"
+// +kubebuilder:validation:XValidation:rule="has(self.rule) || !has(self.message)",message="message is shown when rule refuses a value; set rule too, or remove message",fieldPath=".message"
+type Override struct {
+	// Annotation is the Pod annotation that holds the value, a qualified name such as
+	// proxy.example.com/cpu. Keys under sidecarset.io/ are the operator's own.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Annotation string `json:"annotation"`
+	// Container is the name of the set's container or init container the value goes into.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Container string `json:"container"`
+	// Field is what the value sets: a request or limit (cpu, memory, ephemeral-storage),
+	// whose value must be a Kubernetes quantity above zero, or env, the value of the
+	// variable envName. The image is not offered: it is the set's to roll out.
+	// +required
+	Field OverrideField `json:"field"`
+	// EnvName is the environment variable whose value the annotation sets (field env): the
+	// sidecar's own definition of it is replaced, or the variable is added when the sidecar
+	// has none.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	EnvName string `json:"envName,omitempty"`
+	// Rule is a CEL expression that must be true for a value to be used: value is the
+	// annotation's value (a string) and, for a resource field, amount is it as a Kubernetes
+	// quantity, e.g. `amount.compareTo(quantity('2')) <= 0` or `value in ['debug', 'info']`.
+	// The Kubernetes quantity library and the CEL strings extension are available.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Rule string `json:"rule,omitempty"`
+	// Message is what the refusal of a Pod whose value the rule does not allow says, e.g.
+	// "at most 2 CPUs".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
 }
 
 // PodInjectPolicy says where a sidecar container goes relative to the app containers.

@@ -166,11 +166,12 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 	}
 	for _, name := range res.Injected {
 		c, _ := snap.Get(name)
-		why := injectsWhy(c)
+		content, why := c, ""
 		if i := slices.IndexFunc(res.Picks, func(pk inject.PickOf) bool { return pk.SidecarSet == name }); i >= 0 {
-			why = injectsWhy(res.Picks[i].Content) + "; " + pickWhy(res.Picks[i].Pick)
+			content, why = res.Picks[i].Content, "; "+pickWhy(res.Picks[i].Pick)
 			c = c.Latest() // running pods are brought to the current spec
 		}
+		why = injectsWhy(content) + overridesWhy(content, p, res.Records[name].Overrides) + why
 		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: why, Sidecars: sidecars(snap, p, c, candidates, opts)})
 	}
 	for _, s := range res.Skipped {
@@ -214,6 +215,42 @@ func injectsWhy(c *inject.CompiledSet) string {
 		}
 	}
 	return fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
+}
+
+// overridesWhy says which of the set's fields the pod overrides (spec.overrides) and with
+// what: applied is what injecting the pod now applies; a pod that exists has the values its
+// record says were applied, and an annotation changed since is named, to take effect when the
+// pod is recreated.
+func overridesWhy(c *inject.CompiledSet, p Pod, applied map[string]string) string {
+	values := applied
+	if p.Existing {
+		recs, err := inject.ParseRecords(p.Pod.Annotations)
+		if err != nil {
+			return ""
+		}
+		values = recs[c.Name()].Overrides
+	}
+	var parts []string
+	for _, o := range c.Set.Spec.Overrides {
+		target := fmt.Sprintf("%s %s", o.Container, o.Field)
+		if o.Field == appsv1alpha1.OverrideEnv {
+			target = fmt.Sprintf("%s env %s", o.Container, o.EnvName)
+		}
+		was, recorded := values[o.Annotation]
+		now, has := p.Pod.Annotations[o.Annotation]
+		switch {
+		case recorded && (!p.Existing || has && now == was):
+			parts = append(parts, fmt.Sprintf("%s=%s (annotation %s)", target, was, o.Annotation))
+		case recorded:
+			parts = append(parts, fmt.Sprintf("%s=%s (annotation %s, changed since injection: the new value takes effect when the pod is recreated)", target, was, o.Annotation))
+		case p.Existing && has:
+			parts = append(parts, fmt.Sprintf("%s as declared (annotation %s was set after injection: it takes effect when the pod is recreated)", target, o.Annotation))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the pod overrides " + strings.Join(parts, ", ")
 }
 
 // sidecars compares what the set injected into an existing Pod with the set's content.

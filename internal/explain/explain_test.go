@@ -176,3 +176,52 @@ func TestPartialRevision(t *testing.T) {
 		t.Errorf("an existing pod on the pinned revision: %+v, want it outdated against the current spec", got)
 	}
 }
+
+// TestOverridesOfExistingPods: explain names the values a pod's overrides set, the recorded
+// ones for a pod that exists, and says when its annotation changed since injection.
+func TestOverridesOfExistingPods(t *testing.T) {
+	const key = "agent.example.com/log-level"
+	set := agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate)
+	set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: key, Container: "agent", Field: appsv1alpha1.OverrideEnv, EnvName: "LOG_LEVEL"}}
+	annotated := func(value string) *corev1.Pod {
+		pod := injectedPod(t, agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate))
+		pod.Annotations[key] = value
+		return pod
+	}
+	c, err := inject.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := annotated("debug")
+	delete(fresh.Annotations, appsv1alpha1.StatusAnnotation)
+	fresh.Spec.Containers = fresh.Spec.Containers[:1]
+	res, err := inject.Apply(inject.Input{Pod: fresh, Sets: []*inject.CompiledSet{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injectedWithDebug := res.Pod()
+	changed := injectedWithDebug.DeepCopy()
+	changed.Annotations[key] = "warn"
+	for _, tc := range []struct {
+		name     string
+		p        Pod
+		wantWhy  string
+		wantNone bool
+	}{
+		{name: "a new pod", p: Pod{Pod: fresh}, wantWhy: "the pod overrides agent env LOG_LEVEL=debug (annotation " + key + ")"},
+		{name: "an injected pod", p: Pod{Pod: injectedWithDebug, Existing: true}, wantWhy: "agent env LOG_LEVEL=debug (annotation " + key + ")"},
+		{name: "changed since injection", p: Pod{Pod: changed, Existing: true}, wantWhy: "LOG_LEVEL=debug (annotation " + key + ", changed since injection"},
+		{name: "set after injection", p: Pod{Pod: annotated("warn"), Existing: true}, wantWhy: "was set after injection"},
+		{name: "no annotation", p: Pod{Pod: injectedPod(t, set), Existing: true}, wantNone: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Explain(snapshotOf(t, set), tc.p, Options{})
+			if len(got) != 1 || got[0].Verdict != Injects {
+				t.Fatalf("got %+v, want one Injects", got)
+			}
+			if tc.wantNone != !strings.Contains(got[0].Why, "overrides") || !strings.Contains(got[0].Why, tc.wantWhy) {
+				t.Errorf("Why = %q, want it to say %q (no overrides: %v)", got[0].Why, tc.wantWhy, tc.wantNone)
+			}
+		})
+	}
+}

@@ -36,7 +36,8 @@ type CompiledSet struct {
 	DeclaresResources bool
 
 	selector          labels.Selector
-	namespaceSelector labels.Selector // nil: every namespace
+	namespaceSelector labels.Selector    // nil: every namespace
+	overrides         []compiledOverride // spec.overrides, their rules compiled
 	// latest is the current spec, compiled, of a set that pins a revision with policy Partial
 	// (see Pick), and updateSelector its update strategy's selector; nil otherwise.
 	latest         *CompiledSet
@@ -72,6 +73,14 @@ func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 			c.DeclaresResources = c.DeclaresResources || len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0
 		}
 	}
+	if c.overrides, err = compileOverrides(&set.Spec); err != nil {
+		return nil, fmt.Errorf("SidecarSet %q: %w", set.Name, err)
+	}
+	for i := range c.overrides {
+		// An overridden request or limit is added up with the pod's like a declared one.
+		_, _, resourceField := ResourceOverride(c.overrides[i].Field)
+		c.DeclaresResources = c.DeclaresResources || resourceField
+	}
 	if set.Spec.NamespaceSelector != nil {
 		if c.namespaceSelector, err = metav1.LabelSelectorAsSelector(set.Spec.NamespaceSelector); err != nil {
 			return nil, fmt.Errorf("SidecarSet %q: spec.namespaceSelector: %w", set.Name, err)
@@ -90,10 +99,12 @@ type hashedContent struct {
 	// PatchPodMetadata is left out of the JSON when empty, so a set without it keeps the hash
 	// it had before the field existed.
 	PatchPodMetadata []appsv1alpha1.PatchPodMetadata `json:"patchPodMetadata,omitempty"`
+	// Overrides too: which fields pods may set, and to what, is part of what a set injects.
+	Overrides []appsv1alpha1.Override `json:"overrides,omitempty"`
 }
 
 // Content is what a SidecarSet injects, as JSON: its containers, init containers, volumes,
-// pull secrets and patched annotations. It is what Hash digests and what a stored revision holds (WithContent).
+// pull secrets, patched annotations and the overrides pods may make. It is what Hash digests and what a stored revision holds (WithContent).
 func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 	raw, err := json.Marshal(hashedContent{
 		Containers:       spec.Containers,
@@ -101,6 +112,7 @@ func Content(spec *appsv1alpha1.SidecarSetSpec) []byte {
 		Volumes:          spec.Volumes,
 		ImagePullSecrets: spec.ImagePullSecrets,
 		PatchPodMetadata: spec.PatchPodMetadata,
+		Overrides:        spec.Overrides,
 	})
 	if err != nil {
 		// These are plain API structs; encoding/json cannot fail on them.
@@ -118,11 +130,12 @@ func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.Si
 	out := set.DeepCopy()
 	out.Spec.Containers, out.Spec.InitContainers, out.Spec.Volumes, out.Spec.ImagePullSecrets = c.Containers, c.InitContainers, c.Volumes, c.ImagePullSecrets
 	out.Spec.PatchPodMetadata = c.PatchPodMetadata
+	out.Spec.Overrides = c.Overrides
 	return out, nil
 }
 
 // Hash identifies what a SidecarSet injects: a digest of its containers, init containers,
-// volumes, pull secrets and patched annotations. Pods record it in the status annotation and status.hash reports
+// volumes, pull secrets, patched annotations and overrides. Pods record it in the status annotation and status.hash reports
 // it, so a Pod is "updated" exactly when it was injected with today's content.
 func Hash(spec *appsv1alpha1.SidecarSetSpec) string {
 	sum := sha256.Sum256(Content(spec))

@@ -179,7 +179,7 @@ func newBuilder(pod *corev1.Pod, old Records) *builder {
 // keep puts back what a paused set injected earlier, exactly as the Pod has it, and returns
 // its record reduced to what the Pod still has.
 func (b *builder) keep(set string, rec Record) Record {
-	out := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: b.keepAnnotations(set, rec)}
+	out := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: b.keepAnnotations(set, rec), Overrides: rec.Overrides}
 	out.Containers = b.keepContainers(set, rec.Containers, b.pod.Spec.Containers, b.strip.containers, &b.containers)
 	out.InitContainers = b.keepContainers(set, rec.InitContainers, b.pod.Spec.InitContainers, b.strip.initContainers, &b.initContainers)
 	for _, name := range rec.Volumes {
@@ -220,6 +220,9 @@ func (b *builder) keepContainers(set string, names []string, list []corev1.Conta
 func (b *builder) inject(set *CompiledSet) (Record, error) {
 	spec := &set.Set.Spec
 	rec := Record{Hash: set.Hash}
+	if err := b.checkOverrideValues(set); err != nil {
+		return Record{}, err
+	}
 	for i := range spec.InitContainers {
 		added, err := b.addContainer(set, "spec.initContainers", i, &spec.InitContainers[i], &b.initContainers, &rec)
 		if err != nil {
@@ -237,6 +240,9 @@ func (b *builder) inject(set *CompiledSet) (Record, error) {
 		if added {
 			rec.Containers = append(rec.Containers, spec.Containers[i].Name)
 		}
+	}
+	if err := b.finishOverrides(set, &rec); err != nil {
+		return Record{}, err
 	}
 	vols, err := b.addVolumes(set, rec)
 	if err != nil {

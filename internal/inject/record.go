@@ -30,6 +30,10 @@ type Record struct {
 	// it left. A key whose value changed since is the Pod's own; a key the Pod kept its own
 	// value of (patchPolicy Retain) is not listed.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Overrides are the values the Pod's annotations set in its sidecars (spec.overrides),
+	// by annotation, as injection applied them. They are the set's content for this Pod: an
+	// in-place update keeps them, whatever the annotations say by then.
+	Overrides map[string]string `json:"overrides,omitempty"`
 }
 
 // Records maps SidecarSet names to what they injected.
@@ -307,7 +311,8 @@ func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Re
 			}
 			return kept
 		}
-		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: unreserved(rec.Annotations)}
+		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: unreserved(rec.Annotations),
+			Overrides: recordedOverrides(rec.Overrides, set)}
 		trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
 		trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
 		trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))

@@ -15,20 +15,22 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
 
-// render returns the container to inject: the declared one, plus the transferred env vars and,
-// with shareVolumePolicy or shareVolumeDevicePolicy enabled, the app containers' volume mounts
-// or devices that stay valid in the sidecar. copies says which of its entries come from the
+// render returns the container to inject: the declared one with the pod's overrides
+// (spec.overrides), plus the transferred env vars and, with shareVolumePolicy or
+// shareVolumeDevicePolicy enabled, the app containers' volume mounts or devices that stay valid
+// in the sidecar. copies says which of its entries come from the
 // app containers (nil when none does), notShared which app mounts and devices were left out
 // and why (the record keeps them). The declared container is shared, not copied, when nothing
 // is added to it.
 func (b *builder) render(set *CompiledSet, sc *appsv1alpha1.SidecarContainer) (out *corev1.Container, copies *Copies, notShared []leftOut) {
+	declared := Overridden(set, &sc.Container, b.pod.Annotations) // the pod's spec.overrides values
 	share := sc.ShareVolumePolicy.Type == appsv1alpha1.ShareVolumePolicyEnabled
 	shareDevices := SharesDevices(sc)
 	if !share && !shareDevices && len(sc.TransferEnv) == 0 {
-		return &sc.Container, nil, nil
+		return declared, nil, nil
 	}
-	r := sc.Container // shallow copy; only the slices below are replaced
-	r.Env = append([]corev1.EnvVar(nil), sc.Env...)
+	r := *declared // shallow copy; only the slices below are replaced
+	r.Env = append([]corev1.EnvVar(nil), declared.Env...)
 	copies = &Copies{}
 	for _, t := range sc.TransferEnv {
 		b.transferEnv(set, &r, copies, t)
@@ -45,7 +47,7 @@ func (b *builder) render(set *CompiledSet, sc *appsv1alpha1.SidecarContainer) (o
 		notShared = append(notShared, left...)
 	}
 	if len(r.Env) == 0 {
-		r.Env = sc.Env // keep nil as nil
+		r.Env = declared.Env // keep nil as nil
 	}
 	if copies.empty() {
 		copies = nil

@@ -94,6 +94,9 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
 	}
 	u := &InPlace{SidecarSet: set, From: rec.Hash, To: current.Hash, pod: in.Pod}
+	// The pod's overrides are those its record says were applied, not what its annotations say
+	// now: those take effect when the pod is recreated.
+	in.Pod = asRecorded(in.Pod, rec, current, injected)
 	if u.Current() {
 		return u, nil
 	}
@@ -135,7 +138,8 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 				u.Images = append(u.Images, ImageChange{Init: l.init, Index: i, Name: l.pod[i].Name, From: l.pod[i].Image, To: image})
 				l.pod[i].Image = image
 			}
-			want := podrules.DefaultedContainer(&l.declared[j].Container, l.init, target.Spec.HostNetwork).Resources // requests default to limits
+			declared := Overridden(current, &l.declared[j].Container, rec.Overrides)
+			want := podrules.DefaultedContainer(declared, l.init, target.Spec.HostNetwork).Resources // requests default to limits
 			if to, changed := resized(l.pod[i].Resources, want); changed {
 				u.Resources = append(u.Resources, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
 				l.pod[i].Resources = to
@@ -157,6 +161,7 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	// longer declares removed, as injecting the pod afresh would leave them.
 	u.Annotations = patchedAnnotationEdits(res, rec, current)
 	rec.Annotations = res.Records[set].Annotations
+	rec.Overrides = res.Records[set].Overrides
 	records[set] = rec
 	u.records = records
 	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
@@ -236,8 +241,8 @@ func withResizeUndone(pod *corev1.Pod, rec Record, current, injected *CompiledSe
 				list = &out.Spec.InitContainers
 			}
 			have := (*list)[i].Resources
-			wantNow := podrules.DefaultedContainer(&now[j].Container, l.init, pod.Spec.HostNetwork).Resources
-			wantWas := podrules.DefaultedContainer(&was[k].Container, l.init, pod.Spec.HostNetwork).Resources
+			wantNow := podrules.DefaultedContainer(Overridden(current, &now[j].Container, rec.Overrides), l.init, pod.Spec.HostNetwork).Resources
+			wantWas := podrules.DefaultedContainer(Overridden(injected, &was[k].Container, rec.Overrides), l.init, pod.Spec.HostNetwork).Resources
 			if _, changed := resized(have, wantNow); changed {
 				continue // not resized to the current spec
 			}

@@ -167,6 +167,12 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 		return &Unsupported{Field: "spec.patchPodMetadata", Reason: "a policy does not patch annotations " +
 			"(the operator's allow-list of keys, MergePatchJson and the pod's record of what was patched are the webhook's): the webhook injects the set"}
 	}
+	if len(set.Spec.Overrides) > 0 {
+		// The values come from each pod's annotations, are checked by the set's CEL rules with
+		// the refusal naming the annotation, and are recorded in the pod's record.
+		return &Unsupported{Field: "spec.overrides", Reason: "a policy does not apply per-pod overrides " +
+			"(the pod's annotations checked by the set's rules, a refusal naming the annotation, and the pod's record of the values are the webhook's): the webhook injects the set"}
+	}
 	transferred := 0
 	hostPorts, containerPorts := sets.New[string](), sets.New[string]()
 	for _, list := range []struct {

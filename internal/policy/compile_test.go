@@ -61,6 +61,11 @@ func TestCompileUnsupported(t *testing.T) {
 		{name: "revision policy Partial", field: "spec.injectionStrategy.revision.policy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
 			s.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: "agent-0123", Policy: appsv1alpha1.RevisionPolicyPartial}
 		}},
+		// Per-pod overrides stay on the webhook, which checks the values with the set's rules.
+		{name: "overrides", field: "spec.overrides", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Overrides = []appsv1alpha1.Override{{Annotation: "proxy.example.com/cpu", Container: s.Containers[0].Name,
+				Field: appsv1alpha1.OverrideRequestsCPU}}
+		}},
 		// transferEnv is copied in CEL where the engine copies the app's variable unchanged
 		// (the policy routes the other pods to the webhook), up to MaxTransfers entries.
 		{name: "transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {

@@ -76,6 +76,7 @@ func validateSpec(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) field.Err
 	errs = append(errs, validateContainers(spec, path)...)
 	errs = append(errs, validatePullSecrets(spec.ImagePullSecrets, path.Child("imagePullSecrets"))...)
 	errs = append(errs, validatePatchPodMetadata(spec.PatchPodMetadata, path.Child("patchPodMetadata"))...)
+	errs = append(errs, validateOverrides(spec, path.Child("overrides"))...)
 	errs = append(errs, validateAsPod(spec, path, errs)...)
 	return append(errs, validateUpdateStrategy(&spec.UpdateStrategy, path.Child("updateStrategy"))...)
 }

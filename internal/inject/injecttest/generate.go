@@ -94,6 +94,15 @@ func Generate(t testing.TB, shape []byte, text string) inject.Input {
 			pod.Annotations[k] = pick(g, fuzzPatchValues...)
 		}
 	}
+	// And of the annotations sets' overrides read, chosen after those.
+	for _, k := range fuzzOverrideKeys {
+		if g.intn(3) == 2 {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = pick(g, fuzzOverrideValues...)
+		}
+	}
 	var ns map[string]string
 	if nsLabels != nil {
 		ns = map[string]string{}
@@ -209,8 +218,42 @@ func (g *fuzzGen) sidecarSet(name string) *appsv1alpha1.SidecarSet {
 		}
 	}
 	s.Spec.PatchPodMetadata = g.patches()
+	s.Spec.Overrides = g.overrides(&s.Spec)
 	return s
 }
+
+// overrides are a set's overrides of its own containers, each annotation at most once, as
+// validation requires; a field set twice is refused by validation (ValidInput).
+func (g *fuzzGen) overrides(spec *appsv1alpha1.SidecarSetSpec) []appsv1alpha1.Override {
+	var names []string
+	for _, list := range [][]appsv1alpha1.SidecarContainer{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			names = append(names, list[i].Name)
+		}
+	}
+	var out []appsv1alpha1.Override
+	for _, k := range fuzzOverrideKeys {
+		if g.intn(3) != 2 {
+			continue
+		}
+		o := appsv1alpha1.Override{Annotation: k, Container: pick(g, names...), Field: pick(g, fuzzOverrideFields...)}
+		if o.Field == appsv1alpha1.OverrideEnv {
+			o.EnvName = pick(g, fuzzEnvNames...)
+			o.Rule = pick(g, "", "value in ['debug', 'info']")
+		} else {
+			o.Rule = pick(g, "", "amount.compareTo(quantity('1')) <= 0")
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+var (
+	fuzzOverrideKeys   = []string{"proxy.example.com/cpu", "proxy.example.com/memory", "proxy.example.com/level"}
+	fuzzOverrideValues = []string{"500m", "2", "64Mi", "debug", "0", "x"}
+	fuzzOverrideFields = []appsv1alpha1.OverrideField{appsv1alpha1.OverrideRequestsCPU, appsv1alpha1.OverrideLimitsCPU,
+		appsv1alpha1.OverrideRequestsMemory, appsv1alpha1.OverrideLimitsMemory, appsv1alpha1.OverrideEnv}
+)
 
 // patches are a set's patchPodMetadata: each key at most once, as validation requires, and a
 // JSON object for every MergePatchJson value.

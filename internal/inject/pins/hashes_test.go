@@ -56,6 +56,11 @@ var pinnedHashes = map[string]string{
 	"golden/paused-with-record/log-agent":                   "971faf5aee60be34",
 	"golden/paused-with-record/metrics-exporter":            "073d7e26d3fd9e7e",
 	"golden/paused-without-record/log-agent":                "971faf5aee60be34",
+	"golden/overrides-env/log-agent":                        "7321ce3e4e5b7779",
+	"golden/overrides-not-quantity/mesh-proxy":              "d45791416efb9e2f",
+	"golden/overrides-refused-limits/mesh-proxy":            "d45791416efb9e2f",
+	"golden/overrides-refused-rule/mesh-proxy":              "d45791416efb9e2f",
+	"golden/overrides-resources/mesh-proxy":                 "d45791416efb9e2f",
 	"golden/patch-metadata-conflict/log-agent":              "e5d350c9a88fd6c1",
 	"golden/patch-metadata-conflict/metrics-exporter":       "c426ca71293a33ca",
 	"golden/patch-metadata-merge-not-object/log-agent":      "54b43dc066333013",
@@ -248,5 +253,40 @@ func TestPatchPodMetadataInHash(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no golden case has a set with spec.patchPodMetadata")
+	}
+}
+
+// TestOverridesInHash: which fields pods may override, and to what, is part of what a set
+// injects, so changing spec.overrides makes its pods outdated; a set without overrides has the
+// hash it had before the field existed (the pins above of every other set).
+func TestOverridesInHash(t *testing.T) {
+	checked := 0
+	for _, c := range injecttest.LoadCases(t, "../testdata") {
+		for _, set := range c.Sets {
+			if len(set.Spec.Overrides) == 0 {
+				continue
+			}
+			checked++
+			without := set.DeepCopy()
+			without.Spec.Overrides = nil
+			if inject.Hash(&set.Spec) == inject.Hash(&without.Spec) {
+				t.Errorf("%s/%s: the same hash with and without spec.overrides", c.Name, set.Name)
+			}
+			changed := set.DeepCopy()
+			changed.Spec.Overrides[0].Rule += " && true"
+			if inject.Hash(&set.Spec) == inject.Hash(&changed.Spec) {
+				t.Errorf("%s/%s: the same hash after an override's rule changed", c.Name, set.Name)
+			}
+			stored, err := inject.WithContent(without, inject.Content(&set.Spec))
+			if err != nil {
+				t.Fatalf("%s/%s: %v", c.Name, set.Name, err)
+			}
+			if inject.Hash(&stored.Spec) != inject.Hash(&set.Spec) {
+				t.Errorf("%s/%s: a stored revision does not carry spec.overrides", c.Name, set.Name)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no golden case has a set with spec.overrides")
 	}
 }
