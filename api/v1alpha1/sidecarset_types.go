@@ -67,6 +67,7 @@ type SidecarSetSpec struct {
 	// Keys under sidecarset.io/ are the operator's own and refused.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod annotations"
 	PatchPodMetadata []PatchPodMetadata `json:"patchPodMetadata,omitempty"`
 
 	// Overrides are the sidecar fields a Pod may set for itself, each by an annotation: a
@@ -79,6 +80,7 @@ type SidecarSetSpec struct {
 	// +listType=map
 	// +listMapKey=annotation
 	// +kubebuilder:validation:MaxItems=32
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Per-pod overrides"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Per-pod overrides"
 	Overrides []Override `json:"overrides,omitempty"`
 
@@ -101,6 +103,7 @@ type SidecarSetSpec struct {
 	// +optional
 	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=0
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Revision history limit",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
@@ -126,6 +129,7 @@ type UpdateStrategy struct {
 	// Type is RollingUpdate or NotUpdate.
 	// +kubebuilder:default=NotUpdate
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Update type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:RollingUpdate","urn:alm:descriptor:com.tectonic.ui:select:NotUpdate"}
 	Type UpdateStrategyType `json:"type,omitempty"`
 
 	// Partition is how many of the injected Pods keep their current sidecars: a number, or a
@@ -136,6 +140,7 @@ type UpdateStrategy struct {
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Partition",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
 	// MaxUnavailable is how many of the matched Pods may be unavailable at once: a number, or a
@@ -145,15 +150,18 @@ type UpdateStrategy struct {
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max unavailable",xDescriptors="urn:alm:descriptor:com.tectonic.ui:podCount"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// Paused stops starting Pod updates; updates already made finish on their own.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Updates paused",xDescriptors="urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
 	Paused bool `json:"paused,omitempty"`
 
 	// Selector limits updates to the Pods it also matches (a canary by label). Unset: every
 	// matched Pod.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Update selector (canary)",xDescriptors="urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Pod"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
 	// Recreate is what the rollout does with an outdated Pod whose sidecars cannot change in
@@ -167,6 +175,7 @@ type UpdateStrategy struct {
 	// the in-place updates.
 	// +kubebuilder:default=Never
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Recreate pods not updatable in place",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Never","urn:alm:descriptor:com.tectonic.ui:select:Evict"}
 	Recreate RecreatePolicy `json:"recreate,omitempty"`
 
 	// Remediate is what the rollout does with a Pod the set selects but never injected
@@ -175,6 +184,7 @@ type UpdateStrategy struct {
 	// by eviction under the same rules as Recreate, so it is injected.
 	// +kubebuilder:default=Never
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Remediate pods not injected",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Never","urn:alm:descriptor:com.tectonic.ui:select:Evict"}
 	Remediate RecreatePolicy `json:"remediate,omitempty"`
 
 	// ProgressDeadlineSeconds is how long a workload's Pods may stay unavailable after the
@@ -185,12 +195,14 @@ type UpdateStrategy struct {
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=10
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Progress deadline (seconds)",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
 	// PriorityStrategy orders the updates by the Pods' labels: higher priority first. The
 	// rollout still updates not-Ready Pods first (it costs no availability), and ties keep the
 	// namespace/name order. With a partition, the lowest in that order keep their sidecars.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Priority strategy"
 	PriorityStrategy *UpdatePriorityStrategy `json:"priorityStrategy,omitempty"`
 
 	// ScatterStrategy spreads the Pods carrying a label (key and value; value "*" takes each
@@ -202,6 +214,7 @@ type UpdateStrategy struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Scatter strategy"
 	ScatterStrategy []UpdateScatterTerm `json:"scatterStrategy,omitempty"`
 }
 
@@ -229,6 +242,7 @@ type InjectionStrategy struct {
 	// Pods still get the known one, or the other way round. When the revision is not found, new
 	// Pods get the current spec and the admission says so.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pinned revision"
 	Revision *RevisionRef `json:"revision,omitempty"`
 }
 
@@ -255,6 +269,7 @@ type RevisionRef struct {
 	// admission request; a Pod admitted again keeps the revision its record names.
 	// +kubebuilder:default=Always
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pinned revision policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Always","urn:alm:descriptor:com.tectonic.ui:select:Partial"}
 	Policy RevisionPolicy `json:"policy,omitempty"`
 }
 
@@ -504,6 +519,7 @@ type SidecarSetStatus struct {
 	// SidecarSet: created before it, while its injection was paused, or while the webhook
 	// could not be reached. updateStrategy.remediate: Evict recreates them.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pods not injected",xDescriptors="urn:alm:descriptor:text"
 	NotInjectedPods int32 `json:"notInjectedPods,omitempty"`
 
 	// UnavailablePods is the number of matched Pods that are not Ready, or whose kubelet does not
@@ -518,11 +534,13 @@ type SidecarSetStatus struct {
 	// pull secrets). Pods record the hash they were injected with in the sidecarset.io/status
 	// annotation.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Hash",xDescriptors="urn:alm:descriptor:text"
 	Hash string `json:"hash,omitempty"`
 
 	// UpdateRevision is the ControllerRevision (in the operator's namespace) that stores the
 	// current content: what new Pods get and what a rolling update moves Pods to.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Update revision",xDescriptors="urn:alm:descriptor:text"
 	UpdateRevision string `json:"updateRevision,omitempty"`
 
 	// Conditions are the latest observations: Ready (the summary), Paused, PodsUpdated and

@@ -304,3 +304,33 @@ func TestCRDMatchesConfig(t *testing.T) {
 		t.Error("The bundle's CRD differs from config/crd/bases: run `make bundle`")
 	}
 }
+
+// TestDescriptorsCoverTheAPI: every field of the spec, of its two strategies and of the
+// status has a descriptor, so the OLM console shows each with a name; a new field without
+// its marker fails here.
+func TestDescriptorsCoverTheAPI(t *testing.T) {
+	bundle := loadBundle(t)
+	owned := bundle.CSV.Spec.CustomResourceDefinitions.Owned[0]
+	schema := crdSchema(t, bundle.V1CRDs, owned)
+	described := map[string]bool{}
+	for _, d := range owned.SpecDescriptors {
+		described["spec."+d.Path] = true
+	}
+	for _, d := range owned.StatusDescriptors {
+		described["status."+d.Path] = true
+	}
+	for _, prefix := range []string{"spec", "spec.updateStrategy", "spec.injectionStrategy", "status"} {
+		props := schema
+		for _, field := range strings.Split(prefix, ".") {
+			props = props.Properties[field]
+		}
+		if len(props.Properties) == 0 {
+			t.Fatalf("the CRD has no fields under %s", prefix)
+		}
+		for field := range props.Properties {
+			if path := prefix + "." + field; !described[path] && path != "status.observedGeneration" {
+				t.Errorf("%s has no CSV descriptor: add an +operator-sdk:csv:customresourcedefinitions marker to the field", path)
+			}
+		}
+	}
+}
