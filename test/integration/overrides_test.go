@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -58,9 +59,11 @@ func TestOverrides(t *testing.T) {
 	}
 
 	// The annotation changed on the running pod: the update keeps the recorded value.
+	// A merge patch: the fake kubelet writes the pod's status meanwhile.
 	edited := getPod(t, pod)
+	base := edited.DeepCopy()
 	edited.Annotations[key] = "80m"
-	must(t, k8s.Update(ctx, edited))
+	must(t, k8s.Patch(ctx, edited, client.MergeFrom(base)))
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	rollingCondition(t, set, "Complete", "1 of 1 matched pods carry hash")
 	after := getPod(t, pod)
