@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // A sidecar's resourcesPolicy computes its requests and limits from the Pod's app containers
@@ -477,4 +478,108 @@ func (c *CompiledSet) sidecarField(name string) string {
 		return fmt.Sprintf("spec.initContainers[%d]", i)
 	}
 	return fmt.Sprintf("spec.containers[%d]", slices.IndexFunc(c.Set.Spec.Containers, has))
+}
+
+// sidecarResources is what a sidecar's requests and limits are to be in pod, as the API
+// server stores them (requests default to limits): computed by its resourcesPolicy from the
+// pod's app containers when it has one, else as the set declares them.
+func sidecarResources(set *CompiledSet, sc *appsv1alpha1.SidecarContainer, init bool, pod *corev1.Pod) (corev1.ResourceRequirements, error) {
+	c := &sc.Container
+	r, ok, err := set.PolicyResources(pod, sc.Name)
+	if err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	if ok {
+		withComputed := sc.Container
+		withComputed.Resources = r
+		c = &withComputed
+	}
+	return podrules.DefaultedContainer(c, init, pod.Spec.HostNetwork).Resources, nil
+}
+
+// policyResizes are the resizes that bring the set's recorded sidecars with a resourcesPolicy
+// to what it computes from the pod's app containers now (after an app container was resized
+// in place), with why it cannot compute them; both empty when they hold it already.
+func policyResizes(pod *corev1.Pod, rec Record, set *CompiledSet) (changes []ResourceChange, blocked []string) {
+	if !set.HasResourcesPolicy() {
+		return nil, nil
+	}
+	for _, l := range []struct {
+		init     bool
+		names    []string
+		pod      []corev1.Container
+		declared []appsv1alpha1.SidecarContainer
+	}{
+		{true, rec.InitContainers, pod.Spec.InitContainers, set.Set.Spec.InitContainers},
+		{false, rec.Containers, pod.Spec.Containers, set.Set.Spec.Containers},
+	} {
+		for i := range l.pod {
+			j := slices.IndexFunc(l.declared, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == l.pod[i].Name })
+			if !slices.Contains(l.names, l.pod[i].Name) || j < 0 || set.resourcesPolicies[l.pod[i].Name] == nil {
+				continue
+			}
+			want, err := sidecarResources(set, &l.declared[j], l.init, pod)
+			if err != nil {
+				blocked = append(blocked, err.Error())
+				continue
+			}
+			// The pod's container as the API server stores it: a pod read offline (the
+			// kubectl plugin) is not defaulted, and a limit's default request is no change.
+			have := podrules.DefaultedContainer(&l.pod[i], l.init, pod.Spec.HostNetwork).Resources
+			if to, changed := resized(have, want); changed {
+				changes = append(changes, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
+			}
+		}
+	}
+	return changes, blocked
+}
+
+// withPolicyResize is u, whose Pod holds the set's current hash, with the resizes its
+// resourcesPolicy asks for (see policyResizes).
+func (u *InPlace) withPolicyResize(rec Record, set *CompiledSet) *InPlace {
+	u.Resources, u.Blocked = policyResizes(u.pod, rec, set)
+	if len(u.Blocked) > 0 {
+		u.Resources = nil
+	}
+	return u
+}
+
+// NeedsPolicyResize reports whether a Pod the set injected with its current hash has a sidecar
+// whose resourcesPolicy now computes other requests or limits than it has (an app container
+// was resized in place), or cannot compute them: the rollout then looks at the Pod. pod needs
+// its containers' names, resources and restart policies.
+func NeedsPolicyResize(set *CompiledSet, pod *corev1.Pod) bool {
+	if !set.HasResourcesPolicy() {
+		return false
+	}
+	records, err := ParseRecords(pod.Annotations)
+	if err != nil {
+		return false
+	}
+	rec, ok := records[set.Name()]
+	if !ok || rec.Hash != set.Hash {
+		return false
+	}
+	changes, blocked := policyResizes(pod, rec, set)
+	return len(changes) > 0 || len(blocked) > 0
+}
+
+// withPolicyResourcesOf returns pod (a copy, when anything changes) with each of the set's
+// recorded sidecars that has a resourcesPolicy given what it computes from the pod's app
+// containers: a sidecar's computed requests and limits follow the app containers, so a
+// difference there is no edit made since injection.
+func withPolicyResourcesOf(pod *corev1.Pod, rec Record, set *CompiledSet) *corev1.Pod {
+	changes, _ := policyResizes(pod, rec, set)
+	if len(changes) == 0 {
+		return pod
+	}
+	out := pod.DeepCopy()
+	for _, c := range changes {
+		list := out.Spec.Containers
+		if c.Init {
+			list = out.Spec.InitContainers
+		}
+		list[c.Index].Resources = c.To
+	}
+	return out
 }
