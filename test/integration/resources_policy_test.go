@@ -80,4 +80,3 @@ func sidecarResources(t *testing.T, pod *corev1.Pod) string {
 	r := pod.Spec.Containers[1].Resources
 	return fmt.Sprintf("requests cpu=%s memory=%s, limits memory=%s", r.Requests.Cpu(), r.Requests.Memory(), r.Limits.Memory())
 }
-
