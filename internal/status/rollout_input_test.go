@@ -317,9 +317,8 @@ func TestRolloutInputs(t *testing.T) {
 }
 
 // TestRolloutInputsPolicyResize: a pod with the set's current hash whose app container was
-// resized in place, so that the sidecar's resourcesPolicy computes other resources, is not
-// counted as updated by the planner (the rollout resizes it, within its budget), while status
-// still counts it as updated.
+// resized in place, so that the sidecar's resourcesPolicy computes other resources, is an
+// updated pod to resize for the planner (within its budget), and updated for status.
 func TestRolloutInputsPolicyResize(t *testing.T) {
 	set := compiledSet(t, "mesh", nil, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate
@@ -336,19 +335,19 @@ func TestRolloutInputsPolicyResize(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name        string
-		app, mesh   string
-		wantUpdated bool
+		name       string
+		app, mesh  string
+		wantResize bool
 	}{
-		{"the sidecar holds what the policy computes", "400m", "200m", true},
-		{"the app container was resized", "1", "200m", false},
+		{"the sidecar holds what the policy computes", "400m", "200m", false},
+		{"the app container was resized", "1", "200m", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := testPod(injectedWith(map[string]string{"mesh": set.Hash}), ready(corev1.ConditionTrue), withResources(tc.app, tc.mesh), running("mesh", image))
 			in := RolloutInputs(set, []*corev1.Pod{pod}, func(string) map[string]string { return nil }, Scope{},
 				func(*corev1.Pod) bool { return true }, NewRolloutMemory(), time.Now())
-			if len(in.Plan) != 1 || in.Plan[0].Updated != tc.wantUpdated {
-				t.Fatalf("Plan = %+v, want one pod with Updated %v", in.Plan, tc.wantUpdated)
+			if len(in.Plan) != 1 || !in.Plan[0].Updated || in.Plan[0].Resize != tc.wantResize {
+				t.Fatalf("Plan = %+v, want one updated pod with Resize %v", in.Plan, tc.wantResize)
 			}
 			if in.Counts.Updated != 1 {
 				t.Errorf("status counts %d updated pods, want 1 (its hash is current)", in.Counts.Updated)
