@@ -319,7 +319,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	case no.Why != "":
 		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
 		return "", no, nil
-	case u.Current():
+	case u.Current() && len(u.Resources) == 0:
 		return u.To, status.Refusal{}, nil
 	}
 	// Resources first, through the resize subresource (in-place resize; the kubelet applies
@@ -331,9 +331,13 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 			return "", status.Refusal{Why: why}, err
 		}
 	}
-	if why, err := r.patchOrRefusal(ctx, &pod, u.Patch(), "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
-		r.notUpdatable(&pod, c, why)
-		return "", status.Refusal{Why: why}, err
+	// A pod with the current hash whose resourcesPolicy sidecars followed an app container's
+	// resize has nothing more to patch.
+	if ops := u.Patch(); ops != nil {
+		if why, err := r.patchOrRefusal(ctx, &pod, ops, "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
+			r.notUpdatable(&pod, c, why)
+			return "", status.Refusal{Why: why}, err
+		}
 	}
 	r.reportPodUpdated(ctx, c, &pod, u)
 	return u.To, status.Refusal{}, nil

@@ -11,6 +11,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.containers) && size(self.containers) > 0) || (has(self.initContainers) && size(self.initContainers) > 0)",message="declare at least one entry in spec.containers or spec.initContainers",fieldPath=".containers"
 // +kubebuilder:validation:XValidation:rule="!has(self.injectionStrategy) || !has(self.injectionStrategy.revision) || !has(self.injectionStrategy.revision.policy) || self.injectionStrategy.revision.policy != 'Partial' || !has(self.updateStrategy) || !has(self.updateStrategy.partition) || type(self.updateStrategy.partition) == string",message="with injectionStrategy.revision.policy Partial, write updateStrategy.partition as a percentage (such as '30%'): it is also the share of new pods that get the pinned revision",fieldPath=".updateStrategy.partition"
+// +kubebuilder:validation:XValidation:rule="!has(self.initContainers) || self.initContainers.all(c, !has(c.resourcesPolicy) || (has(c.restartPolicy) && c.restartPolicy == 'Always'))",message="resourcesPolicy is supported on an init container only when it is a native sidecar (restartPolicy: Always); remove it, or give the init container fixed resources",fieldPath=".initContainers"
 type SidecarSetSpec struct {
 	// Selector selects the Pods to inject into, by their labels. It is required and must not be
 	// empty: a SidecarSet never applies to every opted-in Pod by accident. Pods must also carry
@@ -438,6 +439,8 @@ type SourceContainerNameSource struct {
 }
 
 // SidecarContainer is a container to inject, with how to inject it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.resourcesPolicy) || !has(self.resources) || ((!has(self.resources.requests) || size(self.resources.requests) == 0) && (!has(self.resources.limits) || size(self.resources.limits) == 0))",message="resourcesPolicy and resources.requests/limits are mutually exclusive: keep resourcesPolicy to compute the sidecar's requests and limits from the app containers, or resources for fixed ones",fieldPath=".resourcesPolicy"
 type SidecarContainer struct {
 	corev1.Container `json:",inline"`
 
@@ -464,7 +467,82 @@ type SidecarContainer struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	TransferEnv []TransferEnvVar `json:"transferEnv,omitempty"`
+
+	// ResourcesPolicy computes this container's requests and limits, when a Pod is injected,
+	// from the resources of the Pod's app containers (OpenKruise's resourcesPolicy). It is
+	// mutually exclusive with resources.requests and resources.limits. On an init container it
+	// is allowed only for a native sidecar (restartPolicy: Always). With updateStrategy
+	// RollingUpdate, a running Pod whose app containers are resized in place gets its sidecar
+	// resized to match. Unset, it leaves the set's hash as it was before the field existed.
+	// +optional
+	ResourcesPolicy *ResourcesPolicy `json:"resourcesPolicy,omitempty"`
 }
+
+// ResourcesPolicy computes a sidecar's requests and limits from the Pod's app containers.
+type ResourcesPolicy struct {
+	// TargetContainersMode combines the target containers' resources: sum (the default) adds
+	// them up, max takes the largest.
+	// +optional
+	// +kubebuilder:default=sum
+	TargetContainersMode TargetContainersMode `json:"targetContainersMode,omitempty"`
+
+	// TargetContainersNameRegex selects the target containers by name (an RE2 regular
+	// expression, matched anywhere in the name unless anchored with ^ and $): the Pod's own
+	// containers and native sidecars (init containers with restartPolicy Always), never the
+	// containers this SidecarSet injects. ".*" when unset. A Pod none of whose containers
+	// matches is refused.
+	// +optional
+	// +kubebuilder:default=".*"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	TargetContainersNameRegex string `json:"targetContainersNameRegex,omitempty"`
+
+	// ResourcesExpr holds the CEL expressions that compute the requests and limits.
+	// +required
+	ResourcesExpr ResourcesExpr `json:"resourcesExpr"`
+}
+
+// TargetContainersMode is how a resourcesPolicy combines the target containers' resources.
+// +kubebuilder:validation:Enum=sum;max
+type TargetContainersMode string
+
+const (
+	// TargetContainersSum adds the target containers' resources up.
+	TargetContainersSum TargetContainersMode = "sum"
+	// TargetContainersMax takes the largest of the target containers' resources.
+	TargetContainersMax TargetContainersMode = "max"
+)
+
+// ResourcesExpr maps resource names (cpu, memory) to CEL expressions computing a sidecar's
+// requests and limits. An expression for cpu sees the variable cpu, the target containers'
+// combined cpu in cores (0.5 for 500m); one for memory sees memory, in bytes. Request
+// expressions see the combined requests (a container without a request counts as zero, one
+// with only a limit requests its limit), limit expressions the combined limits. When a target
+// container has no limit for a resource (it is unlimited), the combined limit is unlimited:
+// the limit expression for that resource is not evaluated and the sidecar gets no limit for
+// it. Numbers are doubles (write 2.0, not 2); quantity('50m') is a quantity in the same unit
+// (0.05), 50% of Kruise is 0.5; max(a, b, ...) and min(a, b, ...) take 2 to 8 arguments. The
+// result is rounded up to a whole millicore or byte; a negative, infinite or NaN result
+// refuses the Pod.
+// +kubebuilder:validation:XValidation:rule="(has(self.requests) && size(self.requests) > 0) || (has(self.limits) && size(self.limits) > 0)",message="set an expression in requests or limits (or both), such as limits.cpu: max(cpu * 0.5, quantity('50m'))"
+type ResourcesExpr struct {
+	// Requests are the expressions of the sidecar's requests, by resource name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=2
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="only cpu and memory can be computed from the app containers; use resource names cpu and memory"
+	Requests map[corev1.ResourceName]ResourceExpression `json:"requests,omitempty"`
+	// Limits are the expressions of the sidecar's limits, by resource name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=2
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="only cpu and memory can be computed from the app containers; use resource names cpu and memory"
+	Limits map[corev1.ResourceName]ResourceExpression `json:"limits,omitempty"`
+}
+
+// ResourceExpression is a CEL expression computing one resource of a sidecar (see
+// ResourcesExpr).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=512
+type ResourceExpression string
 
 // SidecarSetStatus is what the operator observed. The pod counts follow these definitions:
 //

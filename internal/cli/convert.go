@@ -168,7 +168,7 @@ func (c *converter) spec(spec map[string]any) {
 
 // container carries one sidecar: OpenKruise's upgradeStrategy is ours unless it asks for a hot
 // upgrade; its default podInjectPolicy is written out; a transferEnv entry that sets both forms
-// of a field is reduced to the one OpenKruise uses.
+// of a field is reduced to the one OpenKruise uses; resourcesPolicy expressions become CEL.
 func (c *converter) container(path string, m map[string]any, defaultInject string) {
 	if p, _ := m["podInjectPolicy"].(string); p == "" {
 		m["podInjectPolicy"] = defaultInject
@@ -202,6 +202,7 @@ func (c *converter) container(path string, m map[string]any, defaultInject strin
 			}
 		}
 	}
+	c.resourcesPolicy(path, m)
 	if u, ok := m["upgradeStrategy"].(map[string]any); ok {
 		delete(m, "upgradeStrategy")
 		switch t, _ := u["upgradeType"].(string); t {

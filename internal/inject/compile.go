@@ -31,9 +31,12 @@ type CompiledSet struct {
 	// ComparesPorts: a sidecar declares ports, so injection reads the ports of the pod's
 	// containers (a container port, a port name or a host port they declare already).
 	ComparesPorts bool
-	// DeclaresResources: a sidecar declares requests or limits, so injection into a pod that
-	// sets pod-level resources (spec.resources) reads its containers' resources.
+	// DeclaresResources: a sidecar declares requests or limits, or computes them
+	// (resourcesPolicy), so injection into a pod that sets pod-level resources (spec.resources)
+	// reads its containers' resources.
 	DeclaresResources bool
+	// resourcesPolicies: sidecar name -> its compiled resourcesPolicy (sidecars that have one).
+	resourcesPolicies map[string]*resourcesPolicy
 
 	selector          labels.Selector
 	namespaceSelector labels.Selector    // nil: every namespace
@@ -71,6 +74,9 @@ func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 			c.SharesDevices = c.SharesDevices || SharesDevices(&list[i])
 			c.ComparesPorts = c.ComparesPorts || len(list[i].Ports) > 0
 			c.DeclaresResources = c.DeclaresResources || len(list[i].Resources.Requests) > 0 || len(list[i].Resources.Limits) > 0
+			if err := c.compileResourcesPolicy(&list[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if c.overrides, err = compileOverrides(&set.Spec); err != nil {

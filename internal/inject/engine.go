@@ -271,6 +271,10 @@ func (b *builder) addContainer(set *CompiledSet, field string, i int, sc *appsv1
 	}
 	init := into == &b.initContainers
 	rendered, copies, notShared := b.render(set, sc)
+	rendered, err := b.withPolicyResources(set, fmt.Sprintf("%s[%d]", field, i), sc, rendered)
+	if err != nil {
+		return false, err
+	}
 	if existing, list := b.appContainer(name); existing != nil {
 		if (list == "init container") == init && podHasContainer(existing, rendered, init, b.pod.Spec.HostNetwork) {
 			b.containerOwner[name] = set.Name()

@@ -191,11 +191,21 @@ func (b *builder) checkOverrideValues(set *CompiledSet) error {
 // that is not a quantity leaves its request or limit as declared, and injecting the pod with it
 // is refused.
 func Overridden(set *CompiledSet, c *corev1.Container, values map[string]string) *corev1.Container {
+	return overridden(set, c, values, false)
+}
+
+// OverriddenResources is Overridden for the requests and limits only: c's were computed (by a
+// resourcesPolicy), and an override wins over them.
+func OverriddenResources(set *CompiledSet, c *corev1.Container, values map[string]string) *corev1.Container {
+	return overridden(set, c, values, true)
+}
+
+func overridden(set *CompiledSet, c *corev1.Container, values map[string]string, resourcesOnly bool) *corev1.Container {
 	out := c
 	for i := range set.overrides {
 		o := &set.overrides[i]
 		value, ok := values[o.Annotation]
-		if !ok || o.Container != c.Name {
+		if _, _, resource := ResourceOverride(o.Field); !ok || o.Container != c.Name || resourcesOnly && !resource {
 			continue
 		}
 		if out == c {

@@ -96,6 +96,15 @@ func resourceField(set *CompiledSet, rec Record, podField string) (field string,
 			if !injected.Has(l.list[i].Name) {
 				continue
 			}
+			if f, specific := set.policyField(l.list[i].Name, kind, name); f != "" {
+				if specific || first == "" {
+					first = fmt.Sprintf("%s[%d].%s", l.field, i, f)
+				}
+				if specific {
+					return first, true
+				}
+				continue
+			}
 			r := podrules.DefaultedContainer(&l.list[i].Container, l.init, false).Resources
 			list := r.Requests
 			if kind == "limits" {

@@ -64,7 +64,9 @@ type ResourceChange struct {
 	To    corev1.ResourceRequirements
 }
 
-// Current reports whether the Pod already holds the set's current content.
+// Current reports whether the Pod already holds the set's current content. A current Pod may
+// still have Resources to change: what a sidecar's resourcesPolicy computes after an app
+// container was resized.
 func (u *InPlace) Current() bool { return u.From == u.To }
 
 // UpdateInPlace works out how the Pod, which the named SidecarSet injected earlier (its record
@@ -98,7 +100,7 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	// now: those take effect when the pod is recreated.
 	in.Pod = asRecorded(in.Pod, rec, current, injected)
 	if u.Current() {
-		return u, nil
+		return u.withPolicyResize(rec, current), nil
 	}
 	if reason := current.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
 		u.Blocked = append(u.Blocked, fmt.Sprintf("the SidecarSet no longer injects into this pod (%s)", reason))
@@ -108,7 +110,7 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		// A resize this update already made, whose image and record patch did not follow (the
 		// Pod changed in between), is the rollout's own doing, not an edit.
 		asInjected := in
-		asInjected.Pod = withResizeUndone(in.Pod, rec, current, injected)
+		asInjected.Pod = withPolicyResourcesOf(withResizeUndone(in.Pod, rec, current, injected), rec, injected)
 		if u.Blocked = edits(asInjected, injected); len(u.Blocked) > 0 {
 			return u, nil
 		}
@@ -138,8 +140,11 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 				u.Images = append(u.Images, ImageChange{Init: l.init, Index: i, Name: l.pod[i].Name, From: l.pod[i].Image, To: image})
 				l.pod[i].Image = image
 			}
-			declared := Overridden(current, &l.declared[j].Container, rec.Overrides)
-			want := podrules.DefaultedContainer(declared, l.init, target.Spec.HostNetwork).Resources // requests default to limits
+			want, err := sidecarResources(current, &l.declared[j], l.init, target, rec.Overrides) // requests default to limits
+			if err != nil {
+				u.Blocked = append(u.Blocked, err.Error())
+				continue
+			}
 			if to, changed := resized(l.pod[i].Resources, want); changed {
 				u.Resources = append(u.Resources, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
 				l.pod[i].Resources = to

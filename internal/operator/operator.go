@@ -116,8 +116,10 @@ func CacheOptions(namespace, injection string) cache.Options {
 // trimPod drops what status computation and the rollout never read. Of the spec it keeps each
 // container's name and image and the node: a sidecar counts as settled when the kubelet
 // reports the image the spec names (status.Classify), and the node's kubelet decides whether a
-// native sidecar can be updated in place. Of the container statuses it keeps the name, image,
-// ready flag and why a container waits.
+// native sidecar can be updated in place. It keeps each container's requests and limits and
+// restart policy too: the rollout resizes a sidecar with a resourcesPolicy when an app
+// container (or native sidecar) was resized in place. Of the container statuses it keeps the
+// name, image, ready flag and why a container waits.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -143,7 +145,7 @@ func trimContainers(in []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Image: in[i].Image}
+		out[i] = corev1.Container{Name: in[i].Name, Image: in[i].Image, Resources: in[i].Resources, RestartPolicy: in[i].RestartPolicy}
 	}
 	return out
 }

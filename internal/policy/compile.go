@@ -189,6 +189,10 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (the patch of the largest set must stay within the API server's size limit for one CEL expression)", MaxTransfers)}
 			}
+			if c.ResourcesPolicy != nil {
+				return &Unsupported{Field: path + ".resourcesPolicy", Reason: "a policy does not compute a sidecar's " +
+					"resources from the app containers' (the expressions are the engine's): the webhook injects the set"}
+			}
 			if u := containerPortTaken(c, list.field == "spec.initContainers", path, containerPorts); u != nil {
 				return u
 			}

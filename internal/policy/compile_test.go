@@ -66,6 +66,12 @@ func TestCompileUnsupported(t *testing.T) {
 			s.Overrides = []appsv1alpha1.Override{{Annotation: "proxy.example.com/cpu", Container: s.Containers[0].Name,
 				Field: appsv1alpha1.OverrideRequestsCPU}}
 		}},
+		// A sidecar's computed resources stay on the webhook, which evaluates the expressions.
+		{name: "resourcesPolicy", field: "spec.containers[0].resourcesPolicy", modify: func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Containers[0].Resources = corev1.ResourceRequirements{}
+			s.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+				Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+		}},
 		// transferEnv is copied in CEL where the engine copies the app's variable unchanged
 		// (the policy routes the other pods to the webhook), up to MaxTransfers entries.
 		{name: "transferEnv", modify: func(s *appsv1alpha1.SidecarSetSpec) {

@@ -77,6 +77,10 @@ type Pod struct {
 	WorkloadBusy bool
 	// Labels are the Pod's labels, which the strategy's Order reads. Never modified.
 	Labels map[string]string
+	// Resize is true for an updated Pod whose sidecar's computed resources (resourcesPolicy)
+	// must follow an app container resized in place: it counts as updated toward the
+	// partition, and is resized first, within the budget, when Eligible.
+	Resize bool
 }
 
 // Strategy is the resolved update strategy.
@@ -185,8 +189,9 @@ func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 	p := Plan{Keep: min(keep, injected), MaxUnavailable: max(budget, 1), Restarting: s.InFlight, Unavailable: s.InFlight}
 	// others: namespace -> Pods unavailable for reasons of their own.
 	others := map[string]int{}
-	// todo: injected outdated Pods (within the partition); remedy: Pods never injected.
-	var todo, remedy []int
+	// todo: injected outdated Pods (within the partition); remedy: Pods never injected;
+	// resize: updated Pods whose sidecars follow an app resize.
+	var todo, remedy, resize []int
 	for i, pod := range pods {
 		if pod.Updated && !pod.Terminating {
 			p.Updated++
@@ -202,7 +207,11 @@ func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 			p.Unavailable++
 		}
 		switch {
-		case pod.Terminating, pod.Updated:
+		case pod.Terminating:
+		case pod.Updated:
+			if pod.Resize && pod.Eligible {
+				resize = append(resize, i)
+			}
 		case !pod.Injected && !pod.Recreate:
 		case !pod.Eligible:
 			p.Ineligible++
@@ -214,14 +223,15 @@ func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 	}
 	s.Order.sortPods(pods, todo)
 	s.Order.sortPods(pods, remedy)
+	s.Order.sortPods(pods, resize)
 	quota := max(0, injected-p.Keep-p.Updated)
-	p.Order = slices.Concat(todo[:min(quota, len(todo))], remedy, todo[min(quota, len(todo)):])
+	p.Order = slices.Concat(resize, todo[:min(quota, len(todo))], remedy, todo[min(quota, len(todo)):])
 	restarting, held, recreating := p.Restarting, map[string]bool{}, map[string]bool{}
 	var waits, kept []Wait
 	for _, i := range todo[min(quota, len(todo)):] {
 		kept = append(kept, Wait{Pod: i, Reason: WaitPartition})
 	}
-	for _, i := range append(todo[:min(quota, len(todo))], remedy...) {
+	for _, i := range slices.Concat(resize, todo[:min(quota, len(todo))], remedy) {
 		pod := pods[i]
 		busy := pod.WorkloadBusy || (pod.Recreate && recreating[pod.Workload])
 		if pod.Recreate && !busy && !s.Paused && !pod.Starting {

@@ -17,14 +17,15 @@ func pods(spec string) []Pod {
 	// ready for its own reasons, r old with its sidecars restarting, x old and ineligible,
 	// s old and starting, t terminating, i never injected (ready); to recreate by eviction: e old,
 	// m never injected, b old whose workload has a Pod being recreated, E one the rollout
-	// evicted (being deleted). A namespace's Pods are one workload.
+	// evicted (being deleted); z updated whose sidecar must follow an app resize, Z the same
+	// and ineligible. A namespace's Pods are one workload.
 	var out []Pod
 	for ns, group := range strings.Fields(spec) {
 		for _, c := range group {
 			p := Pod{Key: fmt.Sprintf("ns%d/p%02d", ns, len(out)), Namespace: fmt.Sprintf("ns%d", ns),
-				Injected: c != 'i' && c != 'm', Updated: strings.ContainsRune("uUN", c), Available: strings.ContainsRune("uoxiemb", c),
-				Restarting: strings.ContainsRune("UrE", c), Terminating: c == 't' || c == 'E', Starting: c == 's', Eligible: c != 'x',
-				Recreate: strings.ContainsRune("emb", c), WorkloadBusy: c == 'b'}
+				Injected: c != 'i' && c != 'm', Updated: strings.ContainsRune("uUNzZ", c), Available: strings.ContainsRune("uoxiembzZ", c),
+				Restarting: strings.ContainsRune("UrE", c), Terminating: c == 't' || c == 'E', Starting: c == 's', Eligible: c != 'x' && c != 'Z',
+				Recreate: strings.ContainsRune("emb", c), WorkloadBusy: c == 'b', Resize: c == 'z' || c == 'Z'}
 			if p.Recreate {
 				p.Workload = p.Namespace
 			}
@@ -80,6 +81,10 @@ func TestCompute(t *testing.T) {
 		{"partition counts injected pods only", "iiooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(5))}, []int{2}, 2, 5, 0, false},
 		{"pods never injected are not updated", "io", Strategy{}, []int{1}, 0, 1, 0, false},
 		{"a starting pod waits and is not free", "s o", Strategy{}, []int{1}, 0, 1, 1, false},
+		{"a resize goes first, within the budget", "oz", Strategy{}, []int{1}, 0, 1, 1, false},
+		{"a resize counts as updated toward the partition", "uooz", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{3}, 2, 4, 0, false},
+		{"a resize waits while paused", "zu", Strategy{Paused: true}, nil, 0, 1, 1, false},
+		{"an ineligible resize is left", "Zu", Strategy{}, nil, 0, 1, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,12 +62,12 @@ func PlanInPlace(snap *snapshot.Snapshot, c *inject.CompiledSet, pod *corev1.Pod
 	switch {
 	case err != nil:
 		return nil, Refusal{Why: err.Error()}, nil //nolint:nilerr // the engine's refusal is why the pod is not updatable, not an error
-	case u.Current():
+	case u.Current() && len(u.Resources) == 0 && len(u.Blocked) == 0:
 		return u, Refusal{}, nil
 	case len(u.Blocked) > 0:
 		// Recreating a Pod whose injected content is unknown could throw away an edit.
 		return nil, Refusal{Why: strings.Join(u.Blocked, "; "), Recreatable: u.Recreatable && injected != nil}, nil
-	case injected == nil:
+	case injected == nil && !u.Current():
 		// Without the content the Pod was injected with, a sidecar someone edited since (a
 		// hotfix with kubectl set image) cannot be told from ours: never overwrite it.
 		return nil, Refusal{Why: unknownInjection(pod, c, env.Revisions)}, nil

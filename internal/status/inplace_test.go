@@ -118,3 +118,50 @@ func with(pod *corev1.Pod, opts ...podOpt) *corev1.Pod {
 	}
 	return out
 }
+
+// TestPlanInPlacePolicyResize: a pod with the set's current hash whose app container was
+// resized gets its resourcesPolicy sidecar resized in place (its injected revision is not
+// needed: no image changes), unless the API server has no pods/resize.
+func TestPlanInPlacePolicyResize(t *testing.T) {
+	set := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate
+		s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+			Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+	})
+	resizedApp := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")}
+	}
+	for _, tc := range []struct {
+		name        string
+		pod         *corev1.Pod
+		env         InPlaceEnv
+		wantResized string // the sidecar's new cpu request, "" when none
+		wantWhy     string
+	}{
+		{"nothing resized", injectedBy(t, set), InPlaceEnv{Resize: true}, "", ""},
+		{"the app resized", with(injectedBy(t, set), resizedApp), InPlaceEnv{Resize: true}, "150m", ""},
+		{"the app resized, no pods/resize", with(injectedBy(t, set), resizedApp), InPlaceEnv{}, "", NoResize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := snapshot.NewStore()
+			store.Upsert(set.Set)
+			u, no, err := PlanInPlace(store.Load(), set, tc.pod, nil, nil, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if no.Why != tc.wantWhy {
+				t.Fatalf("refusal %q, want %q", no.Why, tc.wantWhy)
+			}
+			if tc.wantWhy != "" {
+				return
+			}
+			got := ""
+			if len(u.Resources) == 1 {
+				got = u.Resources[0].To.Requests.Cpu().String()
+			}
+			if got != tc.wantResized || len(u.Resources) > 1 || !u.Current() {
+				t.Errorf("Resources = %+v (current %v), want the sidecar's cpu request %q", u.Resources, u.Current(), tc.wantResized)
+			}
+		})
+	}
+}

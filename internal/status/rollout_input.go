@@ -100,6 +100,9 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
 			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting,
 			Labels: pod.Labels}
+		// Its hash is current, but an app container was resized in place and a sidecar's
+		// resourcesPolicy now computes other resources: the update resizes it.
+		p.Resize = p.Updated && inject.NeedsPolicyResize(set, pod)
 		if why := stuckUpdate(s); why != "" {
 			// Nothing the rollout can do: the Pod carries the current hash, and what it asked
 			// of the Pod did not (and will not) happen.

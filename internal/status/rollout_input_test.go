@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -310,6 +311,46 @@ func TestRolloutInputs(t *testing.T) {
 				if memory.NotUpdatable[k] != v {
 					t.Errorf("notUpdatable[%s] = %+v, want %+v", k, memory.NotUpdatable[k], v)
 				}
+			}
+		})
+	}
+}
+
+// TestRolloutInputsPolicyResize: a pod with the set's current hash whose app container was
+// resized in place, so that the sidecar's resourcesPolicy computes other resources, is an
+// updated pod to resize for the planner (within its budget), and updated for status.
+func TestRolloutInputsPolicyResize(t *testing.T) {
+	set := compiledSet(t, "mesh", nil, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate
+		s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+			Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+	})
+	image := set.Set.Spec.Containers[0].Image
+	withResources := func(app, sidecar string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.Containers = []corev1.Container{
+				{Name: "app", Image: "app:1", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(app)}}},
+				{Name: "mesh", Image: image, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(sidecar)}}},
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		app, mesh  string
+		wantResize bool
+	}{
+		{"the sidecar holds what the policy computes", "400m", "200m", false},
+		{"the app container was resized", "1", "200m", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(injectedWith(map[string]string{"mesh": set.Hash}), ready(corev1.ConditionTrue), withResources(tc.app, tc.mesh), running("mesh", image))
+			in := RolloutInputs(set, []*corev1.Pod{pod}, func(string) map[string]string { return nil }, Scope{},
+				func(*corev1.Pod) bool { return true }, NewRolloutMemory(), time.Now())
+			if len(in.Plan) != 1 || !in.Plan[0].Updated || in.Plan[0].Resize != tc.wantResize {
+				t.Fatalf("Plan = %+v, want one updated pod with Resize %v", in.Plan, tc.wantResize)
+			}
+			if in.Counts.Updated != 1 {
+				t.Errorf("status counts %d updated pods, want 1 (its hash is current)", in.Counts.Updated)
 			}
 		})
 	}

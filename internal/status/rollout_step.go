@@ -200,7 +200,7 @@ func Step(set *inject.CompiledSet, in RolloutInput, ro *Rollout, memory RolloutM
 				replan = true
 			case a.Hash != "":
 				memory.Patched[plan[i].Key] = a.Hash
-				plan[i].Updated, plan[i].Available, plan[i].Restarting = true, false, true
+				plan[i].Updated, plan[i].Available, plan[i].Restarting, plan[i].Resize = true, false, true, false
 				started = append(started, i)
 			}
 		}

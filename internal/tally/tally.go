@@ -163,7 +163,7 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 				st.selected[e] = struct{}{}
 			}
 		}
-		if _, done := skip[name]; !done && (changed || (selected || was) && reconciledOnEveryPodEvent(st)) {
+		if _, done := skip[name]; !done && (changed || (selected || was) && reconciledOnEveryPodEvent(st) || selected && resizeFollows(st, e.pod)) {
 			out = append(out, name)
 		}
 	}
@@ -178,6 +178,13 @@ func (t *Tally) namespaceLabels(name string) map[string]string { return t.namesp
 // reverted, or whose refused resize may now fit, is looked at again).
 func reconciledOnEveryPodEvent(st *setTally) bool {
 	return st.compiled.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate && st.counts.Updated < st.counts.Matched
+}
+
+// resizeFollows reports whether a rolling set's sidecar with a resourcesPolicy is to be resized
+// in pod, whose app container was resized in place: its counts do not change (its hash is
+// current), and the rollout must hear of it all the same.
+func resizeFollows(st *setTally, pod *corev1.Pod) bool {
+	return st.compiled.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate && inject.NeedsPolicyResize(st.compiled, pod)
 }
 
 // Sync makes the set's counts follow the compiled spec and returns them. A set seen for the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -237,6 +238,43 @@ func TestRollingSetsOnEveryPodEvent(t *testing.T) {
 	}
 	if got := tl.UpsertPod(pod(rolling.Hash, "c")); len(got) != 0 {
 		t.Fatalf("every pod updated, nothing counted changed: named %v, want none", got)
+	}
+}
+
+// TestPolicyResizeWakesTheRollout: once every pod is updated, a pod event that changes no count
+// still names a rolling set when a sidecar's resourcesPolicy must follow an app container's
+// in-place resize.
+func TestPolicyResizeWakesTheRollout(t *testing.T) {
+	set := recompile(t, &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "mesh", UID: "uid-mesh"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "proxy", Image: "proxy:1"},
+				ResourcesPolicy: &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+					Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}}},
+		}})
+	tl := New(testScope)
+	tl.Sync(set)
+	pod := func(app, proxy string) *corev1.Pod {
+		recs := inject.Records{"mesh": {Hash: set.Hash, Containers: []string{"proxy"}}}
+		cpu := func(q string) corev1.ResourceRequirements {
+			return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop",
+			Labels:      map[string]string{"app": "web", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue},
+			Annotations: map[string]string{appsv1alpha1.StatusAnnotation: recs.Encode()}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu(app)},
+				{Name: "proxy", Image: "proxy:1", Resources: cpu(proxy)}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	if got := tl.UpsertPod(pod("400m", "200m")); !slices.Equal(got, []string{"mesh"}) {
+		t.Fatalf("new updated pod: named %v, want the set (its counts changed)", got)
+	}
+	if got := tl.UpsertPod(pod("400m", "200m")); len(got) != 0 {
+		t.Fatalf("nothing changed: named %v, want none", got)
+	}
+	if got := tl.UpsertPod(pod("1", "200m")); !slices.Equal(got, []string{"mesh"}) {
+		t.Fatalf("the app container resized: named %v, want the set (its sidecar must follow)", got)
 	}
 }
 

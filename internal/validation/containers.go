@@ -76,6 +76,7 @@ func validateContainer(c *appsv1alpha1.SidecarContainer, kind containerKind, vol
 	errs = append(errs, validatePorts(c.Ports, path.Child("ports"))...)
 	errs = append(errs, validateEnv(c.Env, path.Child("env"))...)
 	errs = append(errs, validateTransferEnv(c, path.Child("transferEnv"))...)
+	errs = append(errs, validateResourcesPolicy(c, kind, path)...)
 	return append(errs, validateResources(c.Resources, path.Child("resources"))...)
 }
 

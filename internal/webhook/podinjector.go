@@ -173,7 +173,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) ||
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsAppResources(candidates) ||
 		readsPodResources(candidates, view.Spec.Resources) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {

@@ -228,6 +228,13 @@ func readsPorts(candidates []*inject.CompiledSet) bool {
 	return false
 }
 
+// readsAppResources reports whether a candidate set computes a sidecar's resources from the
+// app containers' (resourcesPolicy): their requests and limits, and which init containers are
+// native sidecars, are only in the full view.
+func readsAppResources(candidates []*inject.CompiledSet) bool {
+	return slices.ContainsFunc(candidates, (*inject.CompiledSet).HasResourcesPolicy)
+}
+
 // fullNames are the container and volume names the engine may compare definitions of: what
 // the candidate sets inject and what the status annotation says was injected before.
 func fullNames(candidates []*inject.CompiledSet, annotations map[string]string) sets.Set[string] {

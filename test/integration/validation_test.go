@@ -89,6 +89,25 @@ func TestBadSidecarSetsAreRejected(t *testing.T) {
 		{"shareVolumeDevicePolicy unknown", func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.Containers[0].ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: "Enabled"}
 		}, "spec.containers[0].shareVolumeDevicePolicy.type", "Enabled"},
+		{"resourcesPolicy with fixed resources", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+				Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+		}, "spec.containers[0].resourcesPolicy", "mutually exclusive"},
+		{"resourcesPolicy expression that does not type-check", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+			s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+				Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 2"}}}
+		}, "spec.containers[0].resourcesPolicy.resourcesExpr.limits[cpu]", "write 2.0"},
+		{"resourcesPolicy of another resource", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+			s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+				Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{"ephemeral-storage": "quantity('1Gi')"}}}
+		}, "spec.containers[0].resourcesPolicy.resourcesExpr.limits", "only cpu and memory"},
+		{"resourcesPolicy on an init container that is not a native sidecar", func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "x:1"},
+				ResourcesPolicy: &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+					Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu"}}}}}
+		}, "spec.initContainers", "native sidecar"},
 		{"restartPolicy on an init container other than Always", func(s *appsv1alpha1.SidecarSet) {
 			never := corev1.ContainerRestartPolicy("Never")
 			s.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "x:1", RestartPolicy: &never}}}

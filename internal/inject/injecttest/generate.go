@@ -306,6 +306,9 @@ func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer 
 		sc.ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{
 			Type: pick(g, appsv1alpha1.ShareVolumePolicyDisabled, appsv1alpha1.ShareVolumePolicyEnabled)}
 	}
+	if (!init || native) && g.intn(4) == 3 {
+		sc.Resources, sc.ResourcesPolicy = corev1.ResourceRequirements{}, g.resourcesPolicy()
+	}
 	if len(sc.TransferEnv) > 0 {
 		t := &sc.TransferEnv[0]
 		if g.flag() {
@@ -319,6 +322,27 @@ func (g *fuzzGen) sidecar(name string, init bool) appsv1alpha1.SidecarContainer 
 		}
 	}
 	return sc
+}
+
+// resourcesPolicy builds a sidecar's resourcesPolicy: targets that may match no container,
+// and expressions that may go negative or give a request above the limit.
+func (g *fuzzGen) resourcesPolicy() *appsv1alpha1.ResourcesPolicy {
+	p := &appsv1alpha1.ResourcesPolicy{
+		TargetContainersMode:      pick(g, "", appsv1alpha1.TargetContainersSum, appsv1alpha1.TargetContainersMax),
+		TargetContainersNameRegex: pick(g, "", ".*", "^web", "^nothing$"),
+	}
+	if g.flag() {
+		p.ResourcesExpr.Requests = map[corev1.ResourceName]appsv1alpha1.ResourceExpression{
+			corev1.ResourceCPU:    pick[appsv1alpha1.ResourceExpression](g, "cpu * 0.5", "max(cpu, quantity('10m'))", "cpu - quantity('100m')"),
+			corev1.ResourceMemory: pick[appsv1alpha1.ResourceExpression](g, "memory", "memory / 4.0"),
+		}
+	}
+	if g.flag() || len(p.ResourcesExpr.Requests) == 0 {
+		p.ResourcesExpr.Limits = map[corev1.ResourceName]appsv1alpha1.ResourceExpression{
+			corev1.ResourceMemory: pick[appsv1alpha1.ResourceExpression](g, "memory * 2.0", "quantity('64Mi')"),
+		}
+	}
+	return p
 }
 
 // container builds a container mounting some of volumes at distinct paths.
@@ -377,6 +401,10 @@ func (g *fuzzGen) container(name string, volumes []corev1.Volume, plainInit bool
 	}
 	if len(claims) > 0 && g.intn(3) == 2 {
 		c.VolumeDevices = []corev1.VolumeDevice{{Name: pick(g, claims...), DevicePath: pick(g, "/dev/xvda", "/dev/xvdb", "/data")}}
+	}
+	// A cpu request, which a sidecar's resourcesPolicy reads (read last, as a later field).
+	if g.intn(3) == 2 {
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(pick(g, "100m", "250m", "1"))}
 	}
 	return c
 }
