@@ -80,3 +80,53 @@ func sidecarResources(t *testing.T, pod *corev1.Pod) string {
 	r := pod.Spec.Containers[1].Resources
 	return fmt.Sprintf("requests cpu=%s memory=%s, limits memory=%s", r.Requests.Cpu(), r.Requests.Memory(), r.Limits.Memory())
 }
+
+// TestResourcesPolicyUnderTheAdmissionChain: the policy computes from the app container as the
+// production chain admits it (LimitRanger's defaults are in before the webhook runs), and a pod
+// whose pod-level resources leave no room for the computed request is refused by the webhook,
+// naming the set and the expression, while one that leaves room is stored valid.
+func TestResourcesPolicyUnderTheAdmissionChain(t *testing.T) {
+	ns := limitRangeNamespace(t) // memory: default request 64Mi, limit 128Mi
+	set := builders.SidecarSet("computed", builders.Selecting("computed"),
+		builders.WithContainers(corev1.Container{Name: "computed-proxy", Image: "registry.example/proxy:1"}))
+	set.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+		Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"},
+		Limits:   map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceMemory: "memory / 2.0"},
+	}}
+	createSet(t, set)
+
+	defaulted := appPod(ns, "defaulted", "computed", true)
+	defaulted.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")}
+	must(t, k8s.Create(ctx, defaulted))
+	// The app's memory limit is the LimitRange's 128Mi, so the sidecar's is 64Mi.
+	if got := sidecarResources(t, getPod(t, defaulted)); got != "requests cpu=150m memory=64Mi, limits memory=64Mi" {
+		t.Errorf("the sidecar of a pod the LimitRange defaults has %s, want what the policy computes from the defaulted app", got)
+	}
+
+	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	budget := func(name, appCPU string) *corev1.Pod {
+		pod := appPod(ns, name, "computed", true)
+		pod.Spec.Resources = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		}
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(appCPU), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		}
+		return pod
+	}
+	fits := budget("fits", "300m") // 300m + 150m of 500m
+	must(t, k8s.Create(ctx, fits))
+	if got := sidecarResources(t, getPod(t, fits)); got != "requests cpu=150m memory=64Mi, limits memory=64Mi" {
+		t.Errorf("the sidecar of the pod that fits has %s", got)
+	}
+	over := budget("over", "400m") // 400m + 200m of 500m
+	err := k8s.Create(ctx, over)
+	if err == nil {
+		t.Fatal("a pod whose pod-level resources the computed request exceeds was admitted")
+	}
+	if !contains(err.Error(), `SidecarSet "computed"`, "resourcesPolicy.resourcesExpr.requests[cpu]", "spec.resources.requests[cpu]") {
+		t.Errorf("the refusal does not name the set, the expression and the pod's budget: %v", err)
+	}
+}
