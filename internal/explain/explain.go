@@ -6,6 +6,7 @@ package explain
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -164,6 +165,7 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 		}
 		return sorted(out)
 	}
+	var injected *corev1.Pod // the pod as injection leaves it, when a set computes resources
 	for _, name := range res.Injected {
 		c, _ := snap.Get(name)
 		content, why := c, ""
@@ -171,7 +173,10 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 			content, why = res.Picks[i].Content, "; "+pickWhy(res.Picks[i].Pick)
 			c = c.Latest() // running pods are brought to the current spec
 		}
-		why = injectsWhy(content) + overridesWhy(content, p, res.Records[name].Overrides) + why
+		if content.HasResourcesPolicy() && injected == nil {
+			injected = res.Pod()
+		}
+		why = injectsWhy(content) + overridesWhy(content, p, res.Records[name].Overrides) + computedWhy(content, injected) + why
 		out = append(out, Explanation{SidecarSet: name, Verdict: Injects, Why: why, Sidecars: sidecars(snap, p, c, candidates, opts)})
 	}
 	for _, s := range res.Skipped {
@@ -251,6 +256,58 @@ func overridesWhy(c *inject.CompiledSet, p Pod, applied map[string]string) strin
 		return ""
 	}
 	return "; the pod overrides " + strings.Join(parts, ", ")
+}
+
+// computedWhy says what the set's resourcesPolicy computes for the pod's sidecars, as injected
+// shows them (nil when the set has no resourcesPolicy).
+func computedWhy(c *inject.CompiledSet, injected *corev1.Pod) string {
+	if injected == nil || !c.HasResourcesPolicy() {
+		return ""
+	}
+	var parts []string
+	for _, l := range []struct {
+		declared []appsv1alpha1.SidecarContainer
+		pod      []corev1.Container
+	}{{c.Set.Spec.InitContainers, injected.Spec.InitContainers}, {c.Set.Spec.Containers, injected.Spec.Containers}} {
+		for _, sc := range l.declared {
+			if sc.ResourcesPolicy == nil {
+				continue
+			}
+			if i := slices.IndexFunc(l.pod, func(pc corev1.Container) bool { return pc.Name == sc.Name }); i >= 0 {
+				parts = append(parts, sc.Name+" "+resourcesText(l.pod[i].Resources))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; resourcesPolicy computes from the pod's containers " + strings.Join(parts, ", ")
+}
+
+// resourcesText is "requests cpu=150m memory=64Mi, limits memory=64Mi".
+func resourcesText(r corev1.ResourceRequirements) string {
+	list := func(kind string, l corev1.ResourceList) string {
+		if len(l) == 0 {
+			return ""
+		}
+		names := slices.Sorted(maps.Keys(l))
+		parts := make([]string, len(names))
+		for i, n := range names {
+			q := l[n]
+			parts[i] = string(n) + "=" + q.String()
+		}
+		return kind + " " + strings.Join(parts, " ")
+	}
+	var out []string
+	for _, s := range []string{list("requests", r.Requests), list("limits", r.Limits)} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "no requests or limits"
+	}
+	return strings.Join(out, ", ")
 }
 
 // sidecars compares what the set injected into an existing Pod with the set's content.

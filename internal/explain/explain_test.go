@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
@@ -223,5 +224,21 @@ func TestOverridesOfExistingPods(t *testing.T) {
 				t.Errorf("Why = %q, want it to say %q (no overrides: %v)", got[0].Why, tc.wantWhy, tc.wantNone)
 			}
 		})
+	}
+}
+
+// TestComputedResources: explain says what a sidecar's resourcesPolicy computes for the pod.
+func TestComputedResources(t *testing.T) {
+	set := agentSet("registry.example/agent:1.0", appsv1alpha1.RollingUpdate)
+	set.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+		Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "shop", Labels: map[string]string{"app": "web", appsv1alpha1.InjectLabel: "true"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600m")}}}}},
+	}
+	got := Explain(snapshotOf(t, set), Pod{Pod: pod}, Options{ExcludedNamespaces: sets.New("kube-system")})
+	if want := "resourcesPolicy computes from the pod's containers agent limits cpu=300m"; len(got) != 1 || !strings.Contains(got[0].Why, want) {
+		t.Errorf("explanations %+v, want one saying %q", got, want)
 	}
 }
