@@ -507,31 +507,20 @@ func policyResizes(pod *corev1.Pod, rec Record, set *CompiledSet) (changes []Res
 	if !set.HasResourcesPolicy() {
 		return nil, nil
 	}
-	for _, l := range []struct {
-		init     bool
-		names    []string
-		pod      []corev1.Container
-		declared []appsv1alpha1.SidecarContainer
-	}{
-		{true, rec.InitContainers, pod.Spec.InitContainers, set.Set.Spec.InitContainers},
-		{false, rec.Containers, pod.Spec.Containers, set.Set.Spec.Containers},
-	} {
-		for i := range l.pod {
-			j := slices.IndexFunc(l.declared, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == l.pod[i].Name })
-			if !slices.Contains(l.names, l.pod[i].Name) || j < 0 || set.resourcesPolicies[l.pod[i].Name] == nil {
-				continue
-			}
-			want, err := sidecarResources(set, &l.declared[j], l.init, pod, rec.Overrides)
-			if err != nil {
-				blocked = append(blocked, err.Error())
-				continue
-			}
-			// The pod's container as the API server stores it: a pod read offline (the
-			// kubectl plugin) is not defaulted, and a limit's default request is no change.
-			have := podrules.DefaultedContainer(&l.pod[i], l.init, pod.Spec.HostNetwork).Resources
-			if to, changed := resized(have, want); changed {
-				changes = append(changes, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
-			}
+	for s := range recordedSidecars(pod, rec, set) {
+		if s.declared == nil || set.resourcesPolicies[s.pod.Name] == nil {
+			continue
+		}
+		want, err := sidecarResources(set, s.declared, s.init, pod, rec.Overrides)
+		if err != nil {
+			blocked = append(blocked, err.Error())
+			continue
+		}
+		// The pod's container as the API server stores it: a pod read offline (the
+		// kubectl plugin) is not defaulted, and a limit's default request is no change.
+		have := podrules.DefaultedContainer(s.pod, s.init, pod.Spec.HostNetwork).Resources
+		if to, changed := resized(have, want); changed {
+			changes = append(changes, ResourceChange{Init: s.init, Index: s.index, Name: s.pod.Name, To: to})
 		}
 	}
 	return changes, blocked

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,37 +119,23 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 
 	// The Pod as it would be after the update: new images, new record.
 	target := in.Pod.DeepCopy()
-	for _, l := range []struct {
-		init     bool
-		names    []string
-		pod      []corev1.Container
-		declared []appsv1alpha1.SidecarContainer
-	}{
-		{true, rec.InitContainers, target.Spec.InitContainers, current.Set.Spec.InitContainers},
-		{false, rec.Containers, target.Spec.Containers, current.Set.Spec.Containers},
-	} {
-		for i := range l.pod {
-			if !slices.Contains(l.names, l.pod[i].Name) {
-				continue
-			}
-			j := slices.IndexFunc(l.declared, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == l.pod[i].Name })
-			if j < 0 {
-				u.Blocked = append(u.Blocked, fmt.Sprintf("%s: the SidecarSet no longer declares container %q", listField(l.init), l.pod[i].Name))
-				continue
-			}
-			if image := l.declared[j].Image; image != l.pod[i].Image {
-				u.Images = append(u.Images, ImageChange{Init: l.init, Index: i, Name: l.pod[i].Name, From: l.pod[i].Image, To: image})
-				l.pod[i].Image = image
-			}
-			want, err := sidecarResources(current, &l.declared[j], l.init, target, rec.Overrides) // requests default to limits
-			if err != nil {
-				u.Blocked = append(u.Blocked, err.Error())
-				continue
-			}
-			if to, changed := resized(l.pod[i].Resources, want); changed {
-				u.Resources = append(u.Resources, ResourceChange{Init: l.init, Index: i, Name: l.pod[i].Name, To: to})
-				l.pod[i].Resources = to
-			}
+	for s := range recordedSidecars(target, rec, current) {
+		if s.declared == nil {
+			u.Blocked = append(u.Blocked, fmt.Sprintf("%s: the SidecarSet no longer declares container %q", listField(s.init), s.pod.Name))
+			continue
+		}
+		if image := s.declared.Image; image != s.pod.Image {
+			u.Images = append(u.Images, ImageChange{Init: s.init, Index: s.index, Name: s.pod.Name, From: s.pod.Image, To: image})
+			s.pod.Image = image
+		}
+		want, err := sidecarResources(current, s.declared, s.init, target, rec.Overrides) // requests default to limits
+		if err != nil {
+			u.Blocked = append(u.Blocked, err.Error())
+			continue
+		}
+		if to, changed := resized(s.pod.Resources, want); changed {
+			u.Resources = append(u.Resources, ResourceChange{Init: s.init, Index: s.index, Name: s.pod.Name, To: to})
+			s.pod.Resources = to
 		}
 	}
 	rec.Hash = current.Hash
@@ -403,4 +390,42 @@ func patchedAnnotationEdits(res *Result, rec Record, set *CompiledSet) map[strin
 		}
 	}
 	return out
+}
+
+// recordedSidecar is a container of a Pod that a set's record lists: where it is, and what the
+// set declares of that name now (nil when it no longer declares it).
+type recordedSidecar struct {
+	init     bool
+	index    int
+	pod      *corev1.Container // the Pod's own; changes to it change the Pod
+	declared *appsv1alpha1.SidecarContainer
+}
+
+// recordedSidecars yields the Pod's init containers, then containers, that rec lists as
+// injected by set, in the Pod's order.
+func recordedSidecars(pod *corev1.Pod, rec Record, set *CompiledSet) iter.Seq[recordedSidecar] {
+	return func(yield func(recordedSidecar) bool) {
+		for _, l := range []struct {
+			init     bool
+			names    []string
+			pod      []corev1.Container
+			declared []appsv1alpha1.SidecarContainer
+		}{
+			{true, rec.InitContainers, pod.Spec.InitContainers, set.Set.Spec.InitContainers},
+			{false, rec.Containers, pod.Spec.Containers, set.Set.Spec.Containers},
+		} {
+			for i := range l.pod {
+				if !slices.Contains(l.names, l.pod[i].Name) {
+					continue
+				}
+				s := recordedSidecar{init: l.init, index: i, pod: &l.pod[i]}
+				if j := slices.IndexFunc(l.declared, func(sc appsv1alpha1.SidecarContainer) bool { return sc.Name == l.pod[i].Name }); j >= 0 {
+					s.declared = &l.declared[j]
+				}
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
 }

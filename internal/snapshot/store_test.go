@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -340,12 +341,7 @@ func TestStoreConcurrent(t *testing.T) {
 // snapshot says what it pins.
 func TestStorePinnedRevision(t *testing.T) {
 	s := NewStore()
-	v1 := validSet("agent", "1", "agent:1")
-	c1, err := inject.Compile(v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := revision.Reconcile(c1, "ops", nil, nil).Create
+	c1, rev := storedRevision(t, "agent:1")
 	v2 := validSet("agent", "2", "agent:2")
 	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name}
 	c2, err := inject.Compile(v2)
@@ -381,12 +377,7 @@ func TestStorePinnedRevision(t *testing.T) {
 // content, so it conflicts with a set that clashes with its current spec only.
 func TestStorePartialRevision(t *testing.T) {
 	s := NewStore()
-	v1 := validSet("agent", "1", "agent:1")
-	c1, err := inject.Compile(v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := revision.Reconcile(c1, "ops", nil, nil).Create
+	c1, rev := storedRevision(t, "agent:1")
 	v2 := validSet("agent", "2", "agent:2")
 	v2.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: rev.Name, Policy: appsv1alpha1.RevisionPolicyPartial}
 	v2.Spec.Containers = append(v2.Spec.Containers, appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "shared-name", Image: "logs:1"}})
@@ -416,4 +407,15 @@ func TestStorePartialRevision(t *testing.T) {
 	if c, _ := s.Load().Get("agent"); c.Latest() != nil || len(s.Load().Conflicts["other"]) != 0 {
 		t.Errorf("Always: latest %v, conflicts %+v; want the pinned revision only", c.Latest(), s.Load().Conflicts["other"])
 	}
+}
+
+// storedRevision is the revision the operator stores for set agent running image, and that
+// set compiled.
+func storedRevision(t *testing.T, image string) (*inject.CompiledSet, *appsv1.ControllerRevision) {
+	t.Helper()
+	c, err := inject.Compile(validSet("agent", "1", image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, revision.Reconcile(c, "ops", nil, nil).Create
 }
