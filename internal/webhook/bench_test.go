@@ -113,15 +113,28 @@ func realisticSet(name, app string) *appsv1alpha1.SidecarSet {
 
 // benchInjector returns an injector whose snapshot holds n SidecarSets, exactly one of which
 // selects realisticPod; with plain, that one copies nothing from the app containers.
-func benchInjector(n int, plain bool) *PodInjector {
+// overrideAnnotation is the annotation the "overridden" variant's set lets pods set.
+const overrideAnnotation = "log-agent.example.com/cpu-limit"
+
+func benchInjector(n int, variant string) *PodInjector {
 	store := snapshot.NewStore()
 	store.SetSynced(func() bool { return true })
 	for i := 0; i < n-1; i++ {
 		store.Upsert(realisticSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("service-%03d", i)))
 	}
 	set := realisticSet("log-agent", "checkout")
-	if plain {
+	switch variant {
+	case "plain":
 		set.Spec.Containers[0].ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyDisabled
+	case "computed": // resources from the app containers' (resourcesPolicy)
+		set.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		set.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+			Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "max(cpu * 0.1, quantity('10m'))"},
+			Limits:   map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceMemory: "memory / 4.0"},
+		}}
+	case "overridden": // the pod's annotation sets the CPU limit (overrides), within a rule
+		set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: overrideAnnotation, Container: "log-agent",
+			Field: appsv1alpha1.OverrideLimitsCPU, Rule: "amount.compareTo(quantity('1')) <= 0"}}
 	}
 	store.Upsert(set)
 	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
@@ -143,17 +156,24 @@ func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
 
 // BenchmarkPodInjector measures one admission through our handler, including rendering the
 // patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches (and
-// shares the app containers' volume mounts), and with 1 that copies nothing from them.
+// shares the app containers' volume mounts), and with 1 that copies nothing from them, 1 whose
+// sidecar's resources a resourcesPolicy computes, and 1 whose CPU limit the pod overrides.
 func BenchmarkPodInjector(b *testing.B) {
 	req := podRequest(b, realisticPod())
+	overriding := realisticPod()
+	overriding.Annotations[overrideAnnotation] = "200m"
+	overridingReq := podRequest(b, overriding)
 	for _, c := range []struct {
-		n     int
-		plain bool
-	}{{1, false}, {10, false}, {100, false}, {1, true}} {
-		h := benchInjector(c.n, c.plain)
+		n       int
+		variant string
+	}{{1, ""}, {10, ""}, {100, ""}, {1, "plain"}, {1, "computed"}, {1, "overridden"}} {
+		h, req := benchInjector(c.n, c.variant), req
+		if c.variant == "overridden" {
+			req = overridingReq
+		}
 		name := fmt.Sprintf("sets=%d", c.n)
-		if c.plain {
-			name += ",plain"
+		if c.variant != "" {
+			name += "," + c.variant
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()

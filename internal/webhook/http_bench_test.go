@@ -66,8 +66,8 @@ func serveReview(tb testing.TB, h http.Handler, body []byte) *httptest.ResponseR
 func BenchmarkServeHTTP(b *testing.B) {
 	body := reviewBody(b)
 	for _, n := range []int{1, 10, 100} {
-		injector := benchInjector(n, false)
-		before := benchInjector(n, false)
+		injector := benchInjector(n, "")
+		before := benchInjector(n, "")
 		before.jsonHead = true
 		for _, s := range []struct {
 			name string

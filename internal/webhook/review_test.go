@@ -124,7 +124,7 @@ func TestReviewMatchesControllerRuntime(t *testing.T) {
 			if _, _, err := decodeReview(body); err != nil {
 				t.Errorf("the fast path left it to controller-runtime: %v", err)
 			}
-			crResp, ourResp, crReq, ourReq := throughBoth(body, benchInjector(3, false))
+			crResp, ourResp, crReq, ourReq := throughBoth(body, benchInjector(3, ""))
 			if crReq == nil || ourReq == nil {
 				t.Fatalf("handler not reached: controller-runtime %v (%s), ours %v (%s)", crReq != nil, crResp.Body, ourReq != nil, ourResp.Body)
 			}
@@ -167,7 +167,7 @@ func TestReviewBadInput(t *testing.T) {
 			if _, _, err := decodeReview(bad); (err == nil) != fast.Has(name) {
 				t.Errorf("the fast path took it: %v, want %v (%v)", err == nil, fast.Has(name), err)
 			}
-			crResp, ourResp, _, _ := throughBoth(bad, benchInjector(1, false))
+			crResp, ourResp, _, _ := throughBoth(bad, benchInjector(1, ""))
 			if crResp.Code != ourResp.Code || allowed(t, crResp) != allowed(t, ourResp) {
 				t.Errorf("controller-runtime %d %s\nours               %d %s", crResp.Code, crResp.Body, ourResp.Code, ourResp.Body)
 			}
