@@ -35,6 +35,9 @@ type Input struct {
 	// Key draws the Pod for the SidecarSets that pin a revision with policy Partial (see
 	// CompiledSet.Pick): the admission request's UID. Empty: the Pod's namespace and name.
 	Key string
+	// LimitRanges are the LimitRanges of the Pod's namespace: a set whose sidecars break one's
+	// per-container bounds is refused by name (see checkLimitRanges). Nil checks none.
+	LimitRanges []corev1.LimitRange
 }
 
 // Skip is a SidecarSet that was considered and not injected, and why.
@@ -61,6 +64,7 @@ func Apply(in Input) (*Result, error) {
 	b := newBuilder(pod, old)
 	b.warnings = distrusted
 	b.allowed = in.AllowedAnnotations
+	b.limitRanges = in.LimitRanges
 	b.stripAnnotations(old, mergedKeys(old, in.setByName))
 	// Sets take their turns in name order, so every set's entries land in the same place
 	// whether it injects now or keeps what it injected earlier.
@@ -135,14 +139,16 @@ type builder struct {
 	appContainers []*corev1.Container // the Pod's own containers, in order
 
 	containers, initContainers placement
-	volumes                    []corev1.Volume
-	volumeOwner                map[string]string // volume name -> set that adds it
-	pullSecrets                []corev1.LocalObjectReference
-	containerOwner             map[string]string  // injected container name -> set
-	copies                     map[string]*Copies // rendered container name -> its entries copied from app containers
-	addedContainers            bool               // something went into spec.containers
-	ownResourcesFit            *bool              // the pod's own containers fit in its pod-level resources; nil: not computed yet
-	warnings                   []string
+	// limitRanges are the namespace's (Input.LimitRanges).
+	limitRanges     []corev1.LimitRange
+	volumes         []corev1.Volume
+	volumeOwner     map[string]string // volume name -> set that adds it
+	pullSecrets     []corev1.LocalObjectReference
+	containerOwner  map[string]string  // injected container name -> set
+	copies          map[string]*Copies // rendered container name -> its entries copied from app containers
+	addedContainers bool               // something went into spec.containers
+	ownResourcesFit *bool              // the pod's own containers fit in its pod-level resources; nil: not computed yet
+	warnings        []string
 
 	allowed         *KeyAllowList         // annotation keys sets may patch
 	annotations     map[string]string     // the Pod's annotations as injection leaves them
@@ -251,6 +257,9 @@ func (b *builder) inject(set *CompiledSet) (Record, error) {
 	rec.Volumes = vols
 	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
 	if err := b.checkPodResources(set, rec); err != nil {
+		return Record{}, err
+	}
+	if err := b.checkLimitRanges(set, rec); err != nil {
 		return Record{}, err
 	}
 	if err := b.patchMetadata(set, &rec); err != nil {

@@ -190,10 +190,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		synced = func() bool { return reg.HasSynced() && revReg.HasSynced() }
 	}
 	store.SetSynced(synced)
-	// The injector reads Namespaces on every replica, leader or not: start their informer
-	// now rather than on the first admission.
+	// The injector reads Namespaces and LimitRanges on every replica, leader or not: start
+	// their informers now rather than on the first admission.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
 		return nil, fmt.Errorf("getting the Namespace informer: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.LimitRange{}); err != nil {
+		return nil, fmt.Errorf("getting the LimitRange informer: %w", err)
 	}
 
 	excluded, err := excludedNamespaces(opts)
@@ -339,6 +342,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 		ExcludedNamespaces: excluded,
 		AllowedAnnotations: allowed,
 		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
+		LimitRanges:        ourwebhook.LimitRangesFrom(reader),
 	}
 	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath,

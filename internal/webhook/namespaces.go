@@ -28,3 +28,16 @@ func NamespaceLabelsFrom(cached, live client.Reader) NamespaceLabelsFunc {
 		return ns.Labels, nil
 	}
 }
+
+// LimitRangesFrom lists a namespace's LimitRanges in cached (the manager's informer). A
+// LimitRange created a moment before a pod may not be there yet; the API server still enforces
+// it, only with its own message.
+func LimitRangesFrom(cached client.Reader) LimitRangesFunc {
+	return func(ctx context.Context, namespace string) ([]corev1.LimitRange, error) {
+		var list corev1.LimitRangeList
+		if err := cached.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+}

@@ -31,10 +31,14 @@ const PodInjectorPath = "/mutate-v1-pod"
 // could only undo or repeat that work. The one thing it would catch, a webhook ordered after
 // ours adding labels that make the pod match, is documented in the README.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=limitranges,verbs=get;list;watch
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=inject.sidecarset.io,admissionReviewVersions=v1,timeoutSeconds=5,reinvocationPolicy=Never
 
 // NamespaceLabelsFunc returns the labels of a namespace.
 type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]string, error)
+
+// LimitRangesFunc returns the LimitRanges of a namespace.
+type LimitRangesFunc func(ctx context.Context, namespace string) ([]corev1.LimitRange, error)
 
 // PodInjector mutates opted-in Pods at creation. The API server only calls it for Pods with the
 // opt-in label (the webhook's objectSelector), outside excluded namespaces.
@@ -44,6 +48,10 @@ type PodInjector struct {
 	// NamespaceLabels looks a namespace's labels up: in the manager's cache, and in the API
 	// server when the cache does not have it yet (NamespaceLabelsFrom).
 	NamespaceLabels NamespaceLabelsFunc
+	// LimitRanges looks a namespace's LimitRanges up (in the manager's cache), so that a sidecar
+	// that breaks one is refused naming its SidecarSet rather than by the API server's
+	// LimitRanger, whose message names neither. Nil checks none.
+	LimitRanges LimitRangesFunc
 	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
 	// operator's own namespace and kube-system.
 	ExcludedNamespaces sets.Set[string]
@@ -207,6 +215,12 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 	}
 	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
 		Key: string(req.UID)}
+	if h.LimitRanges != nil && slices.ContainsFunc(candidates, sizesSidecars) {
+		if in.LimitRanges, err = h.LimitRanges(ctx, pod.Namespace); err != nil {
+			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", pod.Namespace, err))
+		}
+	}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
@@ -300,3 +314,7 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 	}
 	return []string{msg}
 }
+
+// sizesSidecars reports whether a set gives its sidecars requests or limits (declared, computed
+// or overridden): only then can they break a LimitRange.
+func sizesSidecars(c *inject.CompiledSet) bool { return c.DeclaresResources || c.HasResourcesPolicy() }

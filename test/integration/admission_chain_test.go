@@ -208,3 +208,28 @@ func assertWebhookCalls(t *testing.T, before float64, want int, what string) {
 		t.Errorf("%s: %v, want %d", what, calls, want)
 	}
 }
+
+// TestLimitRangeRefusalNamesTheSet: a sidecar above the namespace's LimitRange maximum is
+// refused by the webhook, naming the set, the sidecar's field and the LimitRange, where the API
+// server's LimitRanger would name neither; the same set injects where no LimitRange bounds it.
+func TestLimitRangeRefusalNamesTheSet(t *testing.T) {
+	bounded := limitRangeNamespace(t) // memory at most 256Mi per container
+	free := newNamespace(t, nil)
+	set := chainSet("greedy", "greedy")
+	set.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}
+	createSet(t, set)
+
+	eventually(t, "the webhook to see the LimitRange", func() (bool, string) {
+		err := k8s.Create(ctx, appPod(bounded, "greedy-0", "greedy", true))
+		if err == nil {
+			return false, "the pod was admitted"
+		}
+		return contains(err.Error(), `SidecarSet "greedy"`, "spec.containers[0].resources.limits[memory]", "LimitRange defaults of namespace "+bounded,
+			"the maximum memory per container is 256Mi, the sidecar's limits are 512Mi"), err.Error()
+	})
+	pod := appPod(free, "greedy-1", "greedy", true)
+	must(t, k8s.Create(ctx, pod))
+	if got := getPod(t, pod); len(got.Spec.Containers) != 2 {
+		t.Errorf("the pod in a namespace without a LimitRange was not injected: %v", containerNames(got.Spec.Containers))
+	}
+}

@@ -93,7 +93,7 @@ func get[T runtime.Object](t *testing.T, objs map[string]runtime.Object, key str
 }
 
 // TestManagerRoleIsLeastPrivilege fails when the manager's ClusterRole grants anything beyond
-// what the operator needs: it reads Pods and Namespaces (and a Node's kubelet version), patches
+// what the operator needs: it reads Pods, Namespaces and LimitRanges (and a Node's kubelet version), patches
 // and evicts Pods (reading their controllers), reads SidecarSets and writes their status, and
 // records Events.
 func TestManagerRoleIsLeastPrivilege(t *testing.T) {
@@ -102,7 +102,8 @@ func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 		"/pods":        {"get", "list", "watch", "patch"}, // patch: in-place sidecar updates
 		"/pods/resize": {"patch"},                         // in-place resize of sidecars
 		"/namespaces":  {"get", "list", "watch"},
-		"/nodes":       {"get"}, // the kubelet version, before patching a native sidecar
+		"/limitranges": {"get", "list", "watch"}, // a sidecar that breaks one is refused by name
+		"/nodes":       {"get"},                  // the kubelet version, before patching a native sidecar
 		// updateStrategy.recreate/remediate: Evict; the owner is read to see it recreates the pod.
 		"/pods/eviction":                        {"create"},
 		"apps/replicasets":                      {"get"},

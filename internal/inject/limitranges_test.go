@@ -1,0 +1,78 @@
+package inject_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// TestLimitRanges: a sidecar that breaks a per-container bound of the namespace's LimitRange
+// is refused naming the set, the field and the LimitRange; values it leaves unset (the
+// LimitRange's defaults fill them) and the pod's own containers are not judged.
+func TestLimitRanges(t *testing.T) {
+	list := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	bounds := corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "bounds"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypePod, Max: list("memory", "64Mi")}, // per pod: not a per-container bound
+		{Type: corev1.LimitTypeContainer,
+			Min:                  list("cpu", "10m"),
+			Max:                  list("memory", "256Mi", "cpu", "1"),
+			MaxLimitRequestRatio: list("cpu", "4")},
+	}}}
+	for _, tc := range []struct {
+		name      string
+		resources corev1.ResourceRequirements
+		computed  bool   // the cpu limit comes from a resourcesPolicy (cpu * 2.0 of the app's 500m)
+		want      string // "" admitted; else the field, then a part of the message
+		why       string
+	}{
+		{name: "within every bound", resources: corev1.ResourceRequirements{Requests: list("cpu", "100m"), Limits: list("cpu", "200m", "memory", "128Mi")}},
+		{name: "nothing set: the defaults are the namespace's", resources: corev1.ResourceRequirements{}},
+		{name: "memory limit above the maximum", resources: corev1.ResourceRequirements{Limits: list("memory", "512Mi")},
+			want: "spec.containers[0].resources.limits[memory]", why: "the maximum memory per container is 256Mi, the sidecar's limits are 512Mi"},
+		{name: "a request defaulted from a limit above the maximum is named by the limit", resources: corev1.ResourceRequirements{Limits: list("cpu", "2")},
+			want: "spec.containers[0].resources.limits[cpu]", why: "the maximum cpu per container is 1"},
+		{name: "cpu request below the minimum", resources: corev1.ResourceRequirements{Requests: list("cpu", "5m")},
+			want: "spec.containers[0].resources.requests[cpu]", why: "the minimum cpu per container is 10m, the sidecar's requests are 5m"},
+		{name: "limit over request above the ratio", resources: corev1.ResourceRequirements{Requests: list("cpu", "100m"), Limits: list("cpu", "500m")},
+			want: "spec.containers[0].resources.limits[cpu]", why: "the highest cpu limit-to-request ratio per container is 4, the sidecar's is 500m to 100m"},
+		{name: "a computed limit names its expression", computed: true,
+			want: "spec.containers[0].resourcesPolicy.resourcesExpr.limits[cpu]", why: "the maximum cpu per container is 1, the sidecar's limits are 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := webSet("mesh", corev1.Container{Name: "proxy", Image: "proxy:1", Resources: tc.resources})
+			if tc.computed {
+				set.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+					Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 2.5"}}}
+			}
+			// The app's own container breaks the LimitRange too: that is the API server's to say.
+			app := corev1.Container{Name: "app", Image: "app:1", Resources: corev1.ResourceRequirements{Limits: list("cpu", "500m", "memory", "1Gi")}}
+			_, err := inject.Apply(inject.Input{Pod: webPod(app), Sets: compile(t, set), LimitRanges: []corev1.LimitRange{bounds}})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var refused *inject.RefusedError
+			if !errors.As(err, &refused) {
+				t.Fatalf("got %v, want a refusal", err)
+			}
+			if refused.SidecarSet != "mesh" || refused.Field != tc.want || !strings.Contains(refused.Detail, tc.why) || !strings.Contains(refused.Detail, "LimitRange bounds of namespace shop") {
+				t.Errorf("refusal %q at %s (set %q), want %s with %q", refused.Detail, refused.Field, refused.SidecarSet, tc.want, tc.why)
+			}
+		})
+	}
+}
