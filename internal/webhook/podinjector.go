@@ -181,8 +181,12 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsAppResources(candidates) ||
-		readsPodResources(candidates, view.Spec.Resources) {
+	if readsAppResources(candidates) {
+		if err := decodeAppResources(view, pod); err != nil {
+			return decodeError(err)
+		}
+	}
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)
