@@ -118,8 +118,9 @@ func CacheOptions(namespace, injection string) cache.Options {
 // reports the image the spec names (status.Classify), and the node's kubelet decides whether a
 // native sidecar can be updated in place. It keeps each container's requests and limits and
 // restart policy too: the rollout resizes a sidecar with a resourcesPolicy when an app
-// container (or native sidecar) was resized in place. Of the container statuses it keeps the
-// name, image, ready flag and why a container waits.
+// container (or native sidecar) was resized in place; the pods of a workload share one copy of
+// each (sharedResources). Of the container statuses it keeps the name, image, ready flag and why
+// a container waits.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -145,7 +146,7 @@ func trimContainers(in []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i := range in {
-		out[i] = corev1.Container{Name: in[i].Name, Image: in[i].Image, Resources: in[i].Resources, RestartPolicy: in[i].RestartPolicy}
+		out[i] = corev1.Container{Name: in[i].Name, Image: in[i].Image, Resources: sharedResources.get(in[i].Resources), RestartPolicy: in[i].RestartPolicy}
 	}
 	return out
 }
