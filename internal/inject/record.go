@@ -59,19 +59,41 @@ func ParseRecords(annotations map[string]string) (Records, error) {
 // carrying the sidecar (it held every field the set declares). Its other fields (command, args)
 // are the Pod author's, so status does not count such a Pod as running the set's sidecars. Nil
 // when the Pod has no record of the set or a record that cannot be read.
+//
+// Status calls it for every updated Pod, so, as InjectedHash, it reads the form Encode writes
+// without the JSON decoder.
 func UnlistedSidecars(annotations map[string]string, c *CompiledSet) []string {
-	recs, err := ParseRecords(annotations)
-	rec, ok := recs[c.Name()]
-	if err != nil || !ok {
-		return nil
+	var has func(init bool, name string) bool
+	if e, found, ok := encodedRecord(annotations[appsv1alpha1.StatusAnnotation], c.Name(), true); ok {
+		if !found {
+			return nil
+		}
+		has = func(init bool, name string) bool {
+			if init {
+				return listed(e.initContainers, name)
+			}
+			return listed(e.containers, name)
+		}
+	} else {
+		recs, err := ParseRecords(annotations)
+		rec, found := recs[c.Name()]
+		if err != nil || !found {
+			return nil
+		}
+		has = func(init bool, name string) bool {
+			if init {
+				return slices.Contains(rec.InitContainers, name)
+			}
+			return slices.Contains(rec.Containers, name)
+		}
 	}
 	var out []string
 	for _, l := range []struct {
 		declared []appsv1alpha1.SidecarContainer
-		listed   []string
-	}{{c.Set.Spec.InitContainers, rec.InitContainers}, {c.Set.Spec.Containers, rec.Containers}} {
+		init     bool
+	}{{c.Set.Spec.InitContainers, true}, {c.Set.Spec.Containers, false}} {
 		for _, d := range l.declared {
-			if !slices.Contains(l.listed, d.Name) {
+			if !has(l.init, d.Name) {
 				out = append(out, d.Name)
 			}
 		}
@@ -110,37 +132,76 @@ func InjectedHash(annotations map[string]string, setName string) (string, bool) 
 // this reads; everything else (whitespace, escapes in names or hashes, other member orders, a
 // null, nesting) is the JSON decoder's to read.
 func encodedHash(raw, setName string) (hash string, found, ok bool) {
+	rec, found, ok := encodedRecord(raw, setName, false)
+	return rec.hash, found, ok
+}
+
+// encodedRecord reads the record of setName from raw as encodedHash does: its hash and, with
+// names, the names its containers and initContainers list (ok is then false, and raw must be
+// parsed, when one of them is not a plain string either).
+func encodedRecord(raw, setName string, names bool) (rec encoded, found, ok bool) {
 	c := cursor{s: raw}
 	if !c.eat("{") {
-		return "", false, false
+		return encoded{}, false, false
 	}
 	if c.eat("}") {
-		return "", false, c.i == len(raw)
+		return encoded{}, false, c.i == len(raw)
 	}
 	for prev, first := "", true; ; first = false {
 		name, ok := c.plain()
 		if !ok || !first && name <= prev || !c.eat(":") {
-			return "", false, false
+			return encoded{}, false, false
 		}
-		h, ok := c.record()
+		r, ok := c.record(names && name == setName)
 		if !ok {
-			return "", false, false
+			return encoded{}, false, false
 		}
 		if name == setName {
-			hash, found = h, true
+			rec, found = r, true
 		}
 		prev = name
 		if c.eat("}") {
-			return hash, found, c.i == len(raw)
+			return rec, found, c.i == len(raw)
 		}
 		if !c.eat(",") {
-			return "", false, false
+			return encoded{}, false, false
 		}
 	}
 }
 
-// recordLists are the list members of a Record as Encode writes them, in their order.
-var recordLists = [...]string{`,"containers":`, `,"initContainers":`, `,"volumes":`, `,"imagePullSecrets":`, `,"notShared":`}
+// encoded is what encodedRecord reads of a record: its hash, and its containers and
+// initContainers lists as written (arrays of plain strings, "" when absent; see listed).
+type encoded struct {
+	hash                       string
+	containers, initContainers string
+}
+
+// listed reports whether an array of plain strings as written (see encoded) holds name.
+func listed(list, name string) bool {
+	c := cursor{s: list}
+	if !c.eat("[") {
+		return false
+	}
+	for {
+		v, ok := c.plain()
+		if !ok {
+			return false
+		}
+		if v == name {
+			return true
+		}
+		if !c.eat(",") {
+			return false
+		}
+	}
+}
+
+// recordLists are the list members of a Record as Encode writes them, in their order, and
+// recordMaps its members that map strings to strings, after them.
+var (
+	recordLists = [...]string{`,"containers":`, `,"initContainers":`, `,"volumes":`, `,"imagePullSecrets":`, `,"notShared":`}
+	recordMaps  = [...]string{`,"annotations":`, `,"overrides":`}
+)
 
 // cursor walks a record annotation in the form Encode writes (see encodedHash).
 type cursor struct {
@@ -157,21 +218,84 @@ func (c *cursor) eat(lit string) bool {
 	return false
 }
 
-// record consumes a Record and returns its hash.
-func (c *cursor) record() (string, bool) {
+// record consumes a Record and returns its hash and, with names, the names its containers
+// and initContainers list, each a plain string.
+func (c *cursor) record(names bool) (encoded, bool) {
 	if !c.eat(`{"hash":`) {
-		return "", false
+		return encoded{}, false
 	}
-	hash, ok := c.plain()
-	if !ok {
-		return "", false
+	var rec encoded
+	var ok bool
+	if rec.hash, ok = c.plain(); !ok {
+		return encoded{}, false
 	}
-	for _, member := range recordLists {
-		if c.eat(member) && !c.list() {
-			return "", false
+	for i, member := range recordLists {
+		if !c.eat(member) {
+			continue
+		}
+		start := c.i
+		if !c.list() {
+			return encoded{}, false
+		}
+		if names && i < 2 {
+			list := c.s[start:c.i]
+			if !plainList(list) {
+				return encoded{}, false
+			}
+			if i == 0 {
+				rec.containers = list
+			} else {
+				rec.initContainers = list
+			}
 		}
 	}
-	return hash, c.eat("}")
+	for _, member := range recordMaps {
+		if c.eat(member) && !c.object() {
+			return encoded{}, false
+		}
+	}
+	return rec, c.eat("}")
+}
+
+// plainList reports whether s is an array of plain strings (see plain).
+func plainList(s string) bool {
+	c := cursor{s: s}
+	if !c.eat("[") {
+		return false
+	}
+	if c.eat("]") {
+		return c.i == len(s)
+	}
+	for {
+		if _, ok := c.plain(); !ok {
+			return false
+		}
+		if c.eat("]") {
+			return c.i == len(s)
+		}
+		if !c.eat(",") {
+			return false
+		}
+	}
+}
+
+// object consumes an object of strings (its keys and values are not needed).
+func (c *cursor) object() bool {
+	if !c.eat("{") {
+		return false
+	}
+	if c.eat("}") {
+		return true
+	}
+	for c.str() && c.eat(":") && c.str() {
+		if c.eat("}") {
+			return true
+		}
+		if !c.eat(",") {
+			return false
+		}
+	}
+	return false
 }
 
 // plain consumes a string of printable ASCII without escapes (which decodes to itself) and

@@ -1,6 +1,9 @@
 package inject
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestEncodedHashReadsWhatEncodeWrites: the annotation as the operator writes it is read by
 // the fast path (status reads it for every matched pod), not left to the JSON decoder.
@@ -20,6 +23,10 @@ func TestEncodedHashReadsWhatEncodeWrites(t *testing.T) {
 				ImagePullSecrets: []string{"ghcr"}, NotShared: []string{`data (/data): "Bidirectional" <mount> & more`}},
 		}, set: "mesh-proxy", want: "2", found: true},
 		{name: "another set", records: Records{"log-agent": {Hash: "1"}, "mesh-proxy": {Hash: "2"}}, set: "proxy"},
+		{name: "patched annotations and overrides", records: Records{
+			"log-agent":  {Hash: "1", Containers: []string{"log-agent"}, Annotations: map[string]string{"a/b": `{"x":"y"}`}, Overrides: map[string]string{"o/cpu": "1"}},
+			"mesh-proxy": {Hash: "2", Overrides: map[string]string{"o": "v"}},
+		}, set: "log-agent", want: "1", found: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,6 +37,21 @@ func TestEncodedHashReadsWhatEncodeWrites(t *testing.T) {
 			}
 			if hash != tt.want || found != tt.found {
 				t.Errorf("encodedHash(%s, %q) = %q, %v; want %q, %v", raw, tt.set, hash, found, tt.want, tt.found)
+			}
+			rec, found, ok := encodedRecord(raw, tt.set, true)
+			if !ok || found != tt.found {
+				t.Fatalf("encodedRecord(%s, %q) = %+v, %v, %v", raw, tt.set, rec, found, ok)
+			}
+			want := tt.records[tt.set]
+			for _, l := range []struct {
+				raw   string
+				names []string
+			}{{rec.containers, want.Containers}, {rec.initContainers, want.InitContainers}} {
+				for _, n := range append(slices.Clone(l.names), "not-listed") {
+					if listed(l.raw, n) != slices.Contains(l.names, n) {
+						t.Errorf("listed(%s, %q) = %v, want %v", l.raw, n, listed(l.raw, n), slices.Contains(l.names, n))
+					}
+				}
 			}
 		})
 	}

@@ -2,11 +2,15 @@ package inject_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 func TestParseRecords(t *testing.T) {
@@ -180,6 +184,14 @@ func recordAnnotations() []string {
 		`{"\u0061":{"hash":"beef"},"a":{"hash":"cafe"}}`,
 		`{"a":{"hash":"ca\u0066e"}}`,
 		`{"a":{"hash":"cafe"},"b":"x"}`,
+		inject.Records{"a": {Hash: "cafe", Containers: []string{"c", "a"}, Annotations: map[string]string{"k": "v", "l": `{"x":1}`},
+			Overrides: map[string]string{"o": "500m"}}, "b": {Hash: "1", Overrides: map[string]string{"o": "1"}}}.Encode(),
+		`{"a":{"hash":"cafe","containers":["c"],"annotations":{"k":1}}}`,
+		`{"a":{"hash":"cafe","annotations":{"k":"v","k":"w"}}}`,
+		`{"a":{"hash":"cafe","overrides":{}}}`,
+		`{"a":{"hash":"cafe","annotations":null}}`,
+		`{"a":{"hash":"cafe","overrides":{"o":"1"},"annotations":{"k":"v"}}}`,
+		`{"a":{"hash":"cafe","containers":["c","\u0061"]}}`,
 		`{"a":{"hash":"cafe","containers":"x"}}`,
 		`{"a":{"hash":"cafe","containers":null}}`,
 		`{"a":{"hash":"cafe","other":1}}`,
@@ -207,6 +219,30 @@ func agreesWithParseRecords(t *testing.T, raw, set string) {
 	}
 	if got != rec.Hash || gotOK != wantOK {
 		t.Errorf("InjectedHash(%q, %q) = %q, %v; ParseRecords says %q, %v", raw, set, got, gotOK, rec.Hash, wantOK)
+	}
+	// UnlistedSidecars reads the same fast path for the lists.
+	declared := builders.SidecarSet(set, builders.Selecting("web"), builders.WithContainers(
+		corev1.Container{Name: "c", Image: "c"}, corev1.Container{Name: "x", Image: "x"}, corev1.Container{Name: "a", Image: "a"}))
+	declared.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "i", Image: "i"}}}
+	c, err := inject.Compile(declared)
+	if err != nil {
+		t.Skipf("set name %q: %v", set, err)
+	}
+	var want []string
+	if wantOK {
+		for _, l := range []struct {
+			declared []string
+			listed   []string
+		}{{[]string{"i"}, rec.InitContainers}, {[]string{"c", "x", "a"}, rec.Containers}} {
+			for _, d := range l.declared {
+				if !slices.Contains(l.listed, d) {
+					want = append(want, d)
+				}
+			}
+		}
+	}
+	if unlisted := inject.UnlistedSidecars(ann, c); !slices.Equal(unlisted, want) {
+		t.Errorf("UnlistedSidecars(%q, %q) = %q; ParseRecords says %q", raw, set, unlisted, want)
 	}
 }
 
