@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,7 +80,7 @@ func (p *placement) named(name string) *corev1.Container {
 // where (kind "requests" or "limits", and the resource), as the API server's LimitRanger
 // judges them; empty when none is, or when r leaves the value unset.
 func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) (why, kind string, res corev1.ResourceName) {
-	for _, n := range sortedNames(item.Min) {
+	for _, n := range slices.Sorted(maps.Keys(item.Min)) {
 		lowest := item.Min[n]
 		for _, k := range []string{"requests", "limits"} {
 			if q, ok := listOf(r, k)[n]; ok && q.Cmp(lowest) < 0 {
@@ -87,7 +88,7 @@ func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) 
 			}
 		}
 	}
-	for _, n := range sortedNames(item.Max) {
+	for _, n := range slices.Sorted(maps.Keys(item.Max)) {
 		highest := item.Max[n]
 		for _, k := range []string{"limits", "requests"} {
 			if q, ok := listOf(r, k)[n]; ok && q.Cmp(highest) > 0 {
@@ -95,7 +96,7 @@ func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) 
 			}
 		}
 	}
-	for _, n := range sortedNames(item.MaxLimitRequestRatio) {
+	for _, n := range slices.Sorted(maps.Keys(item.MaxLimitRequestRatio)) {
 		ratio := item.MaxLimitRequestRatio[n]
 		request, hasRequest := r.Requests[n]
 		limit, hasLimit := r.Limits[n]
@@ -114,15 +115,6 @@ func listOf(r corev1.ResourceRequirements, kind string) corev1.ResourceList {
 		return r.Limits
 	}
 	return r.Requests
-}
-
-func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(l))
-	for n := range l {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func quantity(q resource.Quantity) string { return q.String() }

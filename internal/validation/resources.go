@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,7 @@ import (
 func validateResources(r corev1.ResourceRequirements, path *field.Path) field.ErrorList {
 	errs := validateQuantities(r.Limits, path.Child("limits"))
 	errs = append(errs, validateQuantities(r.Requests, path.Child("requests"))...)
-	for _, name := range sortedNames(r.Requests) {
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
 		request := r.Requests[name]
 		limit, ok := r.Limits[name]
 		if ok && request.Cmp(limit) > 0 {
@@ -27,7 +28,7 @@ func validateResources(r corev1.ResourceRequirements, path *field.Path) field.Er
 
 func validateQuantities(list corev1.ResourceList, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range sortedNames(list) {
+	for _, name := range slices.Sorted(maps.Keys(list)) {
 		q := list[name]
 		if q.Sign() < 0 {
 			errs = append(errs, field.Invalid(path.Key(string(name)), q.String(),
@@ -35,15 +36,4 @@ func validateQuantities(list corev1.ResourceList, path *field.Path) field.ErrorL
 		}
 	}
 	return errs
-}
-
-// sortedNames returns the resource names in order, so the errors come out in the same order
-// on every call.
-func sortedNames(list corev1.ResourceList) []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(list))
-	for name := range list {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
