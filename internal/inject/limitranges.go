@@ -7,18 +7,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
-// checkLimitRanges refuses a set whose sidecars break a per-container bound of a LimitRange in
-// the pod's namespace (min, max, maxLimitRequestRatio): the API server's LimitRanger would
-// refuse the pod with a message that names neither the sidecar nor the set. Only the requests
-// and limits a sidecar carries are checked, as the API server stores them (requests default to
-// limits); one it leaves unset gets the LimitRange's default, which is the namespace's own
-// choice. The pod's own containers are left to the API server, whose message is then about
-// them.
+// checkLimitRanges refuses a set whose sidecars break a bound of a LimitRange in the pod's
+// namespace (min, max, maxLimitRequestRatio, per container or per pod): the API server's
+// LimitRanger would refuse the pod with a message that names neither the sidecar nor the set.
+// Only the requests and limits a sidecar carries are checked, as the API server stores them
+// (requests default to limits); one it leaves unset gets the LimitRange's default, which is the
+// namespace's own choice. The pod's own containers are left to the API server, whose message is
+// then about them: a per-pod bound is judged only when the pod keeps it without the sidecars.
 func (b *builder) checkLimitRanges(set *CompiledSet, rec Record) error {
 	if len(b.limitRanges) == 0 || len(rec.Containers)+len(rec.InitContainers) == 0 {
 		return nil
@@ -48,7 +49,7 @@ func (b *builder) checkLimitRanges(set *CompiledSet, rec Record) error {
 					if item.Type != corev1.LimitTypeContainer {
 						continue
 					}
-					why, kind, res := containerBreaks(item, r)
+					why, kind, res := bounded(item, r, "container")
 					if why == "" {
 						continue
 					}
@@ -63,7 +64,43 @@ func (b *builder) checkLimitRanges(set *CompiledSet, rec Record) error {
 			}
 		}
 	}
+	return b.checkPodLimitRanges(set, rec)
+}
+
+// checkPodLimitRanges judges the per-pod bounds of the namespace's LimitRanges, with the pod's
+// requests and limits totalled as LimitRanger totals them (component-helpers' PodRequests and
+// PodLimits: containers and native sidecars added up, init containers' peak, pod-level resources
+// when set). Values the pod's own containers leave to a LimitRange default are missing from
+// both totals, so the check can only miss a breach, never invent one.
+func (b *builder) checkPodLimitRanges(set *CompiledSet, rec Record) error {
+	var own, with *corev1.ResourceRequirements
+	for _, lr := range b.limitRanges {
+		for _, item := range lr.Spec.Limits {
+			if item.Type != corev1.LimitTypePod {
+				continue
+			}
+			if with == nil {
+				own, with = podTotals(b.resourcesSoFar(false)), podTotals(b.resourcesSoFar(true))
+			}
+			why, kind, res := bounded(item, *with, "pod")
+			if why == "" {
+				continue
+			}
+			if whyOwn, _, _ := bounded(item, *own, "pod"); whyOwn != "" {
+				continue // the pod breaks it by itself
+			}
+			field, _ := resourceField(set, rec, fmt.Sprintf("spec.resources.%s[%s]", kind, res))
+			return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
+				"with this SidecarSet's sidecars the pod breaks LimitRange %s of namespace %s (%s): the API server would refuse the pod; lower the sidecars' %s %s, or change the LimitRange",
+				lr.Name, lr.Namespace, why, res, kind)}
+		}
+	}
 	return nil
+}
+
+func podTotals(pod *corev1.Pod) *corev1.ResourceRequirements {
+	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+	return &corev1.ResourceRequirements{Requests: resourcehelper.PodRequests(pod, opts), Limits: resourcehelper.PodLimits(pod, opts)}
 }
 
 // named is the placed container of that name, or nil.
@@ -76,15 +113,15 @@ func (p *placement) named(name string) *corev1.Container {
 	return nil
 }
 
-// containerBreaks says which per-container bound of item the requests and limits r break, and
-// where (kind "requests" or "limits", and the resource), as the API server's LimitRanger
-// judges them; empty when none is, or when r leaves the value unset.
-func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) (why, kind string, res corev1.ResourceName) {
+// bounded says which bound of item (per container or per pod: of) the requests and limits r
+// break, and where (kind "requests" or "limits", and the resource), as the API server's
+// LimitRanger judges them; empty when none is, or when r leaves the value unset.
+func bounded(item corev1.LimitRangeItem, r corev1.ResourceRequirements, of string) (why, kind string, res corev1.ResourceName) {
 	for _, n := range slices.Sorted(maps.Keys(item.Min)) {
 		lowest := item.Min[n]
 		for _, k := range []string{"requests", "limits"} {
 			if q, ok := listOf(r, k)[n]; ok && q.Cmp(lowest) < 0 {
-				return fmt.Sprintf("the minimum %s per container is %s, the sidecar's %s are %s", n, quantity(lowest), k, quantity(q)), k, n
+				return fmt.Sprintf("the minimum %s per %s is %s, %s %s are %s", n, of, quantity(lowest), whose(of), k, quantity(q)), k, n
 			}
 		}
 	}
@@ -92,7 +129,7 @@ func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) 
 		highest := item.Max[n]
 		for _, k := range []string{"limits", "requests"} {
 			if q, ok := listOf(r, k)[n]; ok && q.Cmp(highest) > 0 {
-				return fmt.Sprintf("the maximum %s per container is %s, the sidecar's %s are %s", n, quantity(highest), k, quantity(q)), k, n
+				return fmt.Sprintf("the maximum %s per %s is %s, %s %s are %s", n, of, quantity(highest), whose(of), k, quantity(q)), k, n
 			}
 		}
 	}
@@ -104,7 +141,7 @@ func containerBreaks(item corev1.LimitRangeItem, r corev1.ResourceRequirements) 
 			continue
 		}
 		if float64(limit.MilliValue())/float64(request.MilliValue()) > float64(ratio.MilliValue())/1000 {
-			return fmt.Sprintf("the highest %s limit-to-request ratio per container is %s, the sidecar's is %s to %s", n, quantity(ratio), quantity(limit), quantity(request)), "limits", n
+			return fmt.Sprintf("the highest %s limit-to-request ratio per %s is %s, %s is %s to %s", n, of, quantity(ratio), whose(of), quantity(limit), quantity(request)), "limits", n
 		}
 	}
 	return "", "", ""
@@ -118,3 +155,11 @@ func listOf(r corev1.ResourceRequirements, kind string) corev1.ResourceList {
 }
 
 func quantity(q resource.Quantity) string { return q.String() }
+
+// whose names what a per-container or per-pod (of) bound was judged on.
+func whose(of string) string {
+	if of == "pod" {
+		return "the pod's, with the sidecars,"
+	}
+	return "the sidecar's"
+}

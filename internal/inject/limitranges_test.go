@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -72,6 +73,49 @@ func TestLimitRanges(t *testing.T) {
 			}
 			if refused.SidecarSet != "mesh" || refused.Field != tc.want || !strings.Contains(refused.Detail, tc.why) || !strings.Contains(refused.Detail, "LimitRange bounds of namespace shop") {
 				t.Errorf("refusal %q at %s (set %q), want %s with %q", refused.Detail, refused.Field, refused.SidecarSet, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+// TestPodLimitRanges: a per-pod bound is judged on the pod's totals with the sidecars, as
+// LimitRanger totals them, and only when the pod keeps it without them.
+func TestPodLimitRanges(t *testing.T) {
+	q := resource.MustParse
+	podMax := corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "per-pod"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypePod, Max: corev1.ResourceList{corev1.ResourceMemory: q("512Mi")}},
+	}}}
+	app := func(memory string) corev1.Container {
+		return corev1.Container{Name: "app", Image: "app:1", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: q(memory)}}}
+	}
+	for _, tc := range []struct {
+		name, app, sidecar string
+		native             bool
+		want               string
+	}{
+		{name: "fits with the sidecar", app: "256Mi", sidecar: "128Mi"},
+		{name: "the sidecar takes the pod over", app: "448Mi", sidecar: "128Mi", want: "spec.containers[0].resources.limits[memory]"},
+		{name: "a native sidecar counts too", app: "448Mi", sidecar: "128Mi", native: true, want: "spec.initContainers[0].resources.limits[memory]"},
+		{name: "over without the sidecar: the API server's to say", app: "1Gi", sidecar: "128Mi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sidecar := corev1.Container{Name: "proxy", Image: "proxy:1", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: q(tc.sidecar)}}}
+			set := webSet("mesh", sidecar)
+			if tc.native {
+				set.Spec.Containers = nil
+				sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+				set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: sidecar}}
+			}
+			_, err := inject.Apply(inject.Input{Pod: webPod(app(tc.app)), Sets: compile(t, set), LimitRanges: []corev1.LimitRange{podMax}})
+			var refused *inject.RefusedError
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+			case !errors.As(err, &refused):
+				t.Fatalf("got %v, want a refusal", err)
+			case refused.Field != tc.want || !strings.Contains(refused.Detail, "the maximum memory per pod is 512Mi, the pod's, with the sidecars, limits are 576Mi") || !strings.Contains(refused.Detail, "LimitRange per-pod of namespace shop"):
+				t.Errorf("refusal %q at %s, want %s and the per-pod maximum named", refused.Detail, refused.Field, tc.want)
 			}
 		})
 	}

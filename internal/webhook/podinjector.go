@@ -181,7 +181,15 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
-	if readsAppResources(candidates) {
+	var limitRanges []corev1.LimitRange
+	if h.LimitRanges != nil && slices.ContainsFunc(candidates, sizesSidecars) {
+		if limitRanges, err = h.LimitRanges(ctx, meta.Namespace); err != nil {
+			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
+		}
+	}
+	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
+	if readsAppResources(candidates) || slices.ContainsFunc(limitRanges, boundsPods) {
 		if err := decodeAppResources(view, pod); err != nil {
 			return decodeError(err)
 		}
@@ -196,7 +204,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 			return decodeError(err)
 		}
 	}
-	return h.inject(ctx, req, admitted, pod, candidates, snap.Get)
+	return h.inject(ctx, req, admitted, pod, candidates, snap.Get, limitRanges)
 }
 
 func decodeError(err error) admission.Response {
@@ -205,7 +213,7 @@ func decodeError(err error) admission.Response {
 }
 
 func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
-	setByName func(string) (*inject.CompiledSet, bool)) admission.Response {
+	setByName func(string) (*inject.CompiledSet, bool), limitRanges []corev1.LimitRange) admission.Response {
 	// The namespace is read for its opt-out label on every injection, not only for namespace
 	// selectors: under OLM the webhook's own namespaceSelector is replaced.
 	labels, err := h.NamespaceLabels(ctx, pod.Namespace)
@@ -218,13 +226,7 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
 	}
 	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
-		Key: string(req.UID)}
-	if h.LimitRanges != nil && slices.ContainsFunc(candidates, sizesSidecars) {
-		if in.LimitRanges, err = h.LimitRanges(ctx, pod.Namespace); err != nil {
-			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", pod.Namespace, err))
-		}
-	}
+		Key: string(req.UID), LimitRanges: limitRanges}
 	res, err := inject.Apply(in)
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
 		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
@@ -322,3 +324,8 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 // sizesSidecars reports whether a set gives its sidecars requests or limits (declared, computed
 // or overridden): only then can they break a LimitRange.
 func sizesSidecars(c *inject.CompiledSet) bool { return c.DeclaresResources || c.HasResourcesPolicy() }
+
+// boundsPods reports whether a LimitRange has a per-pod bound.
+func boundsPods(lr corev1.LimitRange) bool {
+	return slices.ContainsFunc(lr.Spec.Limits, func(item corev1.LimitRangeItem) bool { return item.Type == corev1.LimitTypePod })
+}

@@ -233,3 +233,37 @@ func TestLimitRangeRefusalNamesTheSet(t *testing.T) {
 		t.Errorf("the pod in a namespace without a LimitRange was not injected: %v", containerNames(got.Spec.Containers))
 	}
 }
+
+// TestPodLimitRangeRefusalNamesTheSet: a sidecar that takes the pod over its namespace's
+// per-pod maximum is refused by the webhook naming the set and the sidecar's field.
+func TestPodLimitRangeRefusalNamesTheSet(t *testing.T) {
+	ns := newNamespace(t, nil)
+	must(t, k8s.Create(ctx, &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "per-pod"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type: corev1.LimitTypePod, Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+		}}},
+	}))
+	set := chainSet("pod-greedy", "pod-greedy")
+	set.Spec.InitContainers = nil
+	set.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}
+	createSet(t, set)
+	pod := func(name, memory string) *corev1.Pod {
+		p := appPod(ns, name, "pod-greedy", true)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)}
+		return p
+	}
+	eventually(t, "the webhook to see the LimitRange", func() (bool, string) {
+		err := k8s.Create(ctx, pod("over", "448Mi"))
+		if err == nil {
+			return false, "the pod was admitted"
+		}
+		return contains(err.Error(), `SidecarSet "pod-greedy"`, "spec.containers[0].resources.limits[memory]", "LimitRange per-pod of namespace "+ns,
+			"the maximum memory per pod is 512Mi"), err.Error()
+	})
+	fits := pod("fits", "256Mi")
+	must(t, k8s.Create(ctx, fits))
+	if got := getPod(t, fits); len(got.Spec.Containers) != 2 {
+		t.Errorf("the pod that fits with its sidecar was not injected: %v", containerNames(got.Spec.Containers))
+	}
+}
