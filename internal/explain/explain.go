@@ -228,14 +228,15 @@ func injectsWhy(c *inject.CompiledSet) string {
 // pod is recreated.
 func overridesWhy(c *inject.CompiledSet, p Pod, applied map[string]string) string {
 	values := applied
+	var parts []string
 	if p.Existing {
-		recs, err := inject.ParseRecords(p.Pod.Annotations)
+		rec, _, distrusted, err := inject.ReadRecord(p.Pod.Annotations, c, nil)
 		if err != nil {
 			return ""
 		}
-		values = recs[c.Name()].Overrides
+		values = rec.Overrides
+		parts = append(parts, distrusted...)
 	}
-	var parts []string
 	for _, o := range c.Set.Spec.Overrides {
 		target := fmt.Sprintf("%s %s", o.Container, o.Field)
 		if o.Field == appsv1alpha1.OverrideEnv {

@@ -60,9 +60,9 @@ func Apply(in Input) (*Result, error) {
 		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
 	}
 	res := &Result{pod: pod, Records: Records{}}
-	old, distrusted := trustRecords(old, in.setByName)
+	old, distrusted := trustRecords(old, in.setByName, in.AllowedAnnotations)
 	b := newBuilder(pod, old)
-	b.warnings = distrusted
+	b.warnings = distrusted.warnings()
 	b.allowed = in.AllowedAnnotations
 	b.limitRanges = in.LimitRanges
 	b.stripAnnotations(old, mergedKeys(old, in.setByName))

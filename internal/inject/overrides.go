@@ -312,19 +312,31 @@ func (b *builder) placed(name string) *corev1.Container {
 	return nil
 }
 
-// recordedOverrides is the record's overrides that the set still declares.
-func recordedOverrides(rec map[string]string, set *CompiledSet) map[string]string {
+// recordedOverrides is the record's overrides that the set declares and whose values its
+// rules allow, with why each other recorded value is not used. The record is the pod's to
+// write: a value is used only as the pod's author could have set it by annotation, so every
+// recorded value goes through the same check as the annotation at admission.
+func recordedOverrides(rec map[string]string, set *CompiledSet) (map[string]string, []string) {
 	var out map[string]string
+	var refused []string
 	for i := range set.overrides {
-		a := set.overrides[i].Annotation
-		if v, ok := rec[a]; ok {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[a] = v
+		o := &set.overrides[i]
+		v, ok := rec[o.Annotation]
+		if !ok {
+			continue
 		}
+		if why := o.check(v); why != "" {
+			refused = append(refused, fmt.Sprintf("annotation %s records %s=%s for %s of container %q, which spec.overrides[%d] of SidecarSet %q does not allow: %s; "+
+				"the value is not used: restore the record as the operator wrote it, or recreate the pod",
+				appsv1alpha1.StatusAnnotation, o.Annotation, strconv.Quote(v), o.Field, o.Container, o.index, set.Name(), why))
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[o.Annotation] = v
 	}
-	return out
+	return out, refused
 }
 
 // asRecorded returns pod (a copy, when anything changes) whose annotations that the sets'

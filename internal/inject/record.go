@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,16 +402,21 @@ func (r Records) Names() []string {
 
 // trustRecords returns the part of the Pod's records the engine may act on, and warnings for
 // the rest. The annotation is the Pod's own to write (an exported Pod carries it, and anyone
-// creating a Pod can forge it), so an entry is trusted only for what it can prove was injected:
-// a SidecarSet that exists, and names that set declares in the same list. Whatever else it
-// lists is never stripped or replaced: it stays in the Pod as the Pod's own, and the entry
-// leaves the record.
-func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Records, []string) {
+// creating or updating a Pod can forge it), so every path that acts on a record reads it here,
+// and an entry is trusted only for what it can prove was injected:
+//   - a SidecarSet that exists, and names that set declares in the same list;
+//   - patched annotations under keys the operator allows sets to patch (allowed), outside its
+//     own prefix: a key it does not allow is never removed or changed for a record's sake;
+//   - overridden values that the set declares and its rules allow (see recordedOverrides).
+//
+// Whatever else it lists is never stripped or replaced: it stays in the Pod as the Pod's own,
+// and the entry leaves the record. The warnings say what was left out, by set.
+func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool), allowed *KeyAllowList) (Records, distrust) {
 	if len(recs) == 0 {
 		return recs, nil
 	}
 	out := make(Records, len(recs))
-	var warnings []string
+	var untrusted distrust
 	for _, name := range recs.Names() {
 		rec := recs[name]
 		set, ok := setByName(name)
@@ -418,36 +424,81 @@ func trustRecords(recs Records, setByName func(string) (*CompiledSet, bool)) (Re
 			set = set.version(rec.Hash)
 		}
 		if !ok {
-			warnings = append(warnings, fmt.Sprintf("annotation %s names SidecarSet %q, which does not exist; "+
-				"what it lists is kept as the pod's own", appsv1alpha1.StatusAnnotation, name))
+			untrusted = append(untrusted, distrusted{set: name, detail: fmt.Sprintf("annotation %s names SidecarSet %q, which does not exist; "+
+				"what it lists is kept as the pod's own", appsv1alpha1.StatusAnnotation, name)})
 			continue
 		}
-		spec := &set.Set.Spec
-		var dropped []string
-		keep := func(kind string, names []string, declared sets.Set[string]) []string {
-			var kept []string
-			for _, n := range names {
-				if declared.Has(n) {
-					kept = append(kept, n)
-				} else {
-					dropped = append(dropped, kind+" "+strconv.Quote(n))
-				}
-			}
-			return kept
-		}
-		trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: unreserved(rec.Annotations),
-			Overrides: recordedOverrides(rec.Overrides, set)}
-		trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
-		trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
-		trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))
-		trusted.ImagePullSecrets = keep("image pull secret", rec.ImagePullSecrets, pullSecretNames(spec.ImagePullSecrets))
-		if len(dropped) > 0 {
-			warnings = append(warnings, fmt.Sprintf("annotation %s says SidecarSet %q injected %s, which it does not declare; "+
-				"kept as the pod's own", appsv1alpha1.StatusAnnotation, name, strings.Join(dropped, ", ")))
+		trusted, why := trustRecord(rec, set, allowed)
+		for _, d := range why {
+			untrusted = append(untrusted, distrusted{set: name, detail: d})
 		}
 		out[name] = trusted
 	}
-	return out, warnings
+	return out, untrusted
+}
+
+// trustRecord is the part of the Pod's record of set that the engine may act on (see
+// trustRecords), and why the rest is not.
+func trustRecord(rec Record, set *CompiledSet, allowed *KeyAllowList) (Record, []string) {
+	spec := &set.Set.Spec
+	var dropped, why []string
+	keep := func(kind string, names []string, declared sets.Set[string]) []string {
+		var kept []string
+		for _, n := range names {
+			if declared.Has(n) {
+				kept = append(kept, n)
+			} else {
+				dropped = append(dropped, kind+" "+strconv.Quote(n))
+			}
+		}
+		return kept
+	}
+	trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared}
+	trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
+	trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
+	trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))
+	trusted.ImagePullSecrets = keep("image pull secret", rec.ImagePullSecrets, pullSecretNames(spec.ImagePullSecrets))
+	if len(dropped) > 0 {
+		why = append(why, fmt.Sprintf("annotation %s says SidecarSet %q injected %s, which it does not declare; "+
+			"kept as the pod's own", appsv1alpha1.StatusAnnotation, set.Name(), strings.Join(dropped, ", ")))
+	}
+	var keys []string
+	trusted.Annotations, keys = allowedAnnotations(rec.Annotations, allowed)
+	if len(keys) > 0 {
+		why = append(why, fmt.Sprintf("annotation %s says SidecarSet %q patched annotation %s, a key the operator does not let sets patch (%s); "+
+			"kept as the pod's own", appsv1alpha1.StatusAnnotation, set.Name(), strings.Join(keys, ", "), AllowedKeysFlag))
+	}
+	var refused []string
+	trusted.Overrides, refused = recordedOverrides(rec.Overrides, set)
+	return trusted, append(why, refused...)
+}
+
+// distrusted is one thing a Pod's record claims of a set that the engine does not act on.
+type distrusted struct {
+	set, detail string
+}
+
+// distrust is what trustRecords left out of a Pod's records.
+type distrust []distrusted
+
+// warnings are the details, for admission's warnings.
+func (d distrust) warnings() []string {
+	out := make([]string, 0, len(d))
+	for _, e := range d {
+		out = append(out, e.detail)
+	}
+	return out
+}
+
+// of is what was left out of the record of the named set.
+func (d distrust) of(set string) []string {
+	var out []string
+	for _, e := range d {
+		if e.set == set {
+			out = append(out, e.detail)
+		}
+	}
+	return out
 }
 
 func containerNames(list []appsv1alpha1.SidecarContainer) sets.Set[string] {
@@ -474,17 +525,38 @@ func pullSecretNames(list []corev1.LocalObjectReference) sets.Set[string] {
 	return out
 }
 
-// unreserved is the annotations without the operator's own keys, which no set patches.
-func unreserved(annotations map[string]string) map[string]string {
+// allowedAnnotations is the recorded patched annotations under keys the operator lets sets
+// patch (never its own prefix), and the other keys, quoted and sorted.
+func allowedAnnotations(annotations map[string]string, allowed *KeyAllowList) (map[string]string, []string) {
 	var out map[string]string
-	for k, v := range annotations {
-		if strings.HasPrefix(k, ReservedKeyPrefix) {
+	var refused []string
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		if !allowed.Allows(k) {
+			refused = append(refused, strconv.Quote(k))
 			continue
 		}
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[k] = v
+		out[k] = annotations[k]
 	}
-	return out
+	return out, refused
+}
+
+// ReadRecord reads the Pod's record of set c as the engine acts on it: only what the Pod's
+// author could have had injected (see trustRecords), with why the rest is left out. found is
+// false when the Pod holds no record of c; err says why the annotation cannot be read at all.
+// Every reader outside the engine (explain, the plugin) goes through it, so none of them
+// believes more of a record than admission and the rollout do.
+func ReadRecord(annotations map[string]string, c *CompiledSet, allowed *KeyAllowList) (rec Record, found bool, distrusted []string, err error) {
+	recs, err := ParseRecords(annotations)
+	if err != nil {
+		return Record{}, false, nil, err
+	}
+	raw, found := recs[c.Name()]
+	if !found {
+		return Record{}, false, nil, nil
+	}
+	rec, distrusted = trustRecord(raw, c.version(raw.Hash), allowed)
+	return rec, true, distrusted, nil
 }

@@ -552,6 +552,9 @@ func NeedsPolicyResize(set *CompiledSet, pod *corev1.Pod) bool {
 	if !ok || rec.Hash != set.Hash {
 		return false
 	}
+	if refused := checkRecord(&rec, set, nil, nil); len(refused) > 0 {
+		return true // the update reports it
+	}
 	changes, blocked := policyResizes(pod, rec, set)
 	return len(changes) > 0 || len(blocked) > 0
 }

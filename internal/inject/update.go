@@ -97,6 +97,14 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
 	}
 	u := &InPlace{SidecarSet: set, From: rec.Hash, To: current.Hash, pod: in.Pod}
+	// The record is the pod's to write: what it says is checked as admission checks it before
+	// anything acts on it. Patched annotations under keys the operator does not allow are the
+	// pod's own (never removed or changed); an overridden value that a rule of the set (as it
+	// injected the pod, and as it is now) does not allow makes the pod not updatable.
+	if u.Blocked = checkRecord(&rec, current, injected, in.AllowedAnnotations); len(u.Blocked) > 0 {
+		return u, nil
+	}
+	records[set] = rec
 	// The pod's overrides are those its record says were applied, not what its annotations say
 	// now: those take effect when the pod is recreated.
 	in.Pod = asRecorded(in.Pod, rec, current, injected)
@@ -162,6 +170,24 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 		u.Images, u.Resources = nil, nil
 	}
 	return u, nil
+}
+
+// checkRecord leaves out of rec what the Pod's author could not have had injected (see
+// trustRecord) and returns why the Pod cannot be updated on its strength: the overridden
+// values that the set's rules do not allow, as it injected the Pod (injected, when known) or
+// as it is now (current).
+func checkRecord(rec *Record, current, injected *CompiledSet, allowed *KeyAllowList) []string {
+	rec.Annotations, _ = allowedAnnotations(rec.Annotations, allowed)
+	var refused []string
+	for _, set := range []*CompiledSet{injected, current} {
+		if set == nil {
+			continue
+		}
+		if _, why := recordedOverrides(rec.Overrides, set); len(why) > 0 {
+			refused = why
+		}
+	}
+	return refused
 }
 
 // resized is have with the requests and limits of want set over it, and whether that changes
