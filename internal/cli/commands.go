@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,10 +60,12 @@ func newInjectCommand(o *options) *cobra.Command {
 would inject them at creation: Pods, and the pod templates of ` + SupportedKinds + `.
 Every other object (Services, CustomResourceDefinitions, custom resources, workloads of API
 versions Kubernetes no longer serves) is printed unchanged and named on standard error.
-SidecarSets come from the cluster, or from --sidecarsets FILE (then no cluster is needed).
+SidecarSets, namespaces and LimitRanges come from the cluster; or SidecarSets from
+--sidecarsets FILE, namespace labels from --namespace-labels and LimitRanges from the
+LimitRange objects of FILE (then no cluster is needed).
 
 What happened to each pod, and the webhook's warnings, go to standard error. A pod the webhook
-refuses is an error: nothing is printed and the exit code is 1.`,
+refuses is an error: nothing is printed and the exit code is ` + strconv.Itoa(ExitRefused) + `.`,
 		Example: `  kubectl sidecarset inject -f deploy.yaml | kubectl apply -f -
   kubectl sidecarset inject -f deploy.yaml --sidecarsets sidecarsets.yaml --namespace-labels team=shop`,
 		Args: noArgs,
@@ -71,7 +74,7 @@ refuses is an error: nothing is printed and the exit code is 1.`,
 			if err != nil {
 				return err
 			}
-			e, err := o.engine(cmd.Context(), o.streams.In)
+			e, err := o.engine(cmd.Context(), o.streams.In, docs)
 			if err != nil {
 				return err
 			}
@@ -107,42 +110,28 @@ func newExplainCommand(o *options) *cobra.Command {
 opted in; the namespace is excluded or opted out; the selector or namespaceSelector does not
 match; the set is paused, invalid, or stopped by a conflict with an older set; or the webhook
 refuses the pod, naming the set and the field. For a pod that exists, it also says whether the
-sidecars each set injected are current, or what keeps them outdated.`,
+sidecars each set injected are current, or what keeps them outdated. It reads what inject reads,
+from the cluster or, with --sidecarsets, from the files. When the webhook refuses a pod, every
+verdict is printed and the exit code is ` + strconv.Itoa(ExitRefused) + `.`,
 		Example: `  kubectl sidecarset explain pod web-7d9c6b-x2x4q -n shop
   kubectl sidecarset explain -f deploy.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pods, err := explainInput(cmd.Context(), o, file, args)
+			pods, docs, err := explainInput(cmd.Context(), o, file, args)
 			if err != nil {
 				return err
 			}
-			e, err := o.engine(cmd.Context(), o.streams.In)
+			e, err := o.engine(cmd.Context(), o.streams.In, docs)
 			if err != nil {
 				return err
 			}
-			w := printers.GetNewTabWriter(o.streams.Out)
-			for i, p := range pods {
-				labels, err := e.NamespaceLabels(cmd.Context(), p.Pod.Pod.Namespace)
-				if err != nil {
-					return err
-				}
-				p.NamespaceLabels = labels
-				if i > 0 {
-					fmt.Fprintln(w)
-				}
-				fmt.Fprintf(w, "%s\n", p.name)
-				fmt.Fprintln(w, "SIDECARSET\tVERDICT\tWHY")
-				list := e.Explain(cmd.Context(), p.Pod)
-				if len(list) == 0 {
-					fmt.Fprintln(w, "(none)\t\tthere are no SidecarSets")
-				}
-				for _, x := range list {
-					fmt.Fprintf(w, "%s\t%s\t%s\n", x.SidecarSet, x.Verdict, x.Why)
-					if x.Sidecars != "" {
-						fmt.Fprintf(w, "\t\tsidecars: %s\n", x.Sidecars)
-					}
-				}
+			refused, err := printExplanations(cmd.Context(), o.streams.Out, e, pods)
+			if err != nil {
+				return err
 			}
-			return w.Flush()
+			if len(refused) > 0 {
+				return &exitError{code: ExitRefused, err: fmt.Errorf("the webhook refuses %s", strings.Join(refused, ", "))}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "explain the pods of this file (YAML or JSON, - for standard input)")
@@ -150,59 +139,98 @@ sidecars each set injected are current, or what keeps them outdated.`,
 	return cmd
 }
 
-type namedPod struct {
-	explain.Pod
-	name string
+// printExplanations prints the verdicts of every SidecarSet on each pod and returns the names
+// of the pods the webhook refuses.
+func printExplanations(ctx context.Context, out io.Writer, e *Engine, pods []namedPod) ([]string, error) {
+	var refused []string
+	w := printers.GetNewTabWriter(out)
+	for i, p := range pods {
+		list, err := e.Explain(ctx, p.pod, p.existing)
+		if err != nil {
+			return nil, err
+		}
+		if explain.Denied(list) {
+			refused = append(refused, p.name)
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s\n", p.name)
+		fmt.Fprintln(w, "SIDECARSET\tVERDICT\tWHY")
+		if len(list) == 0 {
+			fmt.Fprintln(w, "(none)\t\tthere are no SidecarSets")
+		}
+		for _, x := range list {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", x.SidecarSet, x.Verdict, x.Why)
+			if x.Sidecars != "" {
+				fmt.Fprintf(w, "\t\tsidecars: %s\n", x.Sidecars)
+			}
+		}
+	}
+	return refused, w.Flush()
 }
 
-// explainInput reads the pods to explain: `pod NAME` from the cluster, or -f.
-func explainInput(ctx context.Context, o *options, file string, args []string) ([]namedPod, error) {
+// namedPod is a pod to explain, and how the output names it.
+type namedPod struct {
+	pod *corev1.Pod
+	// existing is true for a pod read from the cluster.
+	existing bool
+	name     string
+}
+
+// explainInput reads the pods to explain: `pod NAME` from the cluster, or -f, read as inject
+// reads it (eachPod); docs are the documents of -f.
+func explainInput(ctx context.Context, o *options, file string, args []string) (pods []namedPod, docs []Document, err error) {
 	switch {
 	case file != "" && len(args) > 0:
-		return nil, usageError("give either pod NAME or -f FILE, not both")
+		return nil, nil, usageError("give either pod NAME or -f FILE, not both")
 	case file != "":
-		docs, err := readInput(o, file)
-		if err != nil {
-			return nil, err
+		if docs, err = readInput(o, file); err != nil {
+			return nil, nil, err
 		}
-		var out []namedPod
-		for _, d := range docs {
-			p, ok, err := Pod(d.Object, o.namespace())
-			if err != nil {
-				return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s: %w", d.Source, err)}
-			}
-			if !ok {
-				continue
-			}
+		err = eachPod(docs, o.namespace(), func(p *PodOf, source string) error {
 			var pod corev1.Pod
 			if err := json.Unmarshal(p.Raw, &pod); err != nil {
-				return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s (%s): %w", d.Source, p.Name, err)}
+				return fmt.Errorf("%s (%s): %w", source, p.Name, err)
 			}
 			pod.Namespace = p.Namespace
-			out = append(out, namedPod{Pod: explain.Pod{Pod: &pod}, name: p.Name})
-		}
-		if len(out) == 0 {
-			return nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no pod and no workload (%s)", file, SupportedKinds)}
-		}
-		return out, nil
-	case len(args) == 2 && (args[0] == "pod" || args[0] == "pods" || args[0] == "po"):
-		if o.sidecarSets != "" {
-			return nil, usageError("explain pod NAME reads the pod from the cluster; use -f with --sidecarsets")
-		}
-		c, err := o.kubeClient()
+			pods = append(pods, namedPod{pod: &pod, name: p.Name})
+			return nil
+		}, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, &exitError{code: ExitRefused, err: err}
 		}
-		var pod corev1.Pod
-		key := client.ObjectKey{Namespace: o.namespace(), Name: args[1]}
-		if err := c.Get(ctx, key, &pod); apierrors.IsNotFound(err) {
-			return nil, &exitError{code: ExitRefused, err: fmt.Errorf("pod %s not found", key)}
-		} else if err != nil {
-			return nil, clusterError(fmt.Errorf("reading pod %s: %w", key, err))
+		if len(pods) == 0 {
+			return nil, nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no pod and no workload (%s)", file, SupportedKinds)}
 		}
-		return []namedPod{{Pod: explain.Pod{Pod: &pod, Existing: true}, name: "Pod " + key.String()}}, nil
+		return pods, docs, nil
+	case len(args) == 2 && (args[0] == "pod" || args[0] == "pods" || args[0] == "po"):
+		pod, err := clusterPod(ctx, o, args[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		return []namedPod{{pod: pod, existing: true, name: "Pod " + pod.Namespace + "/" + pod.Name}}, nil, nil
 	}
-	return nil, usageError("explain needs pod NAME or -f FILE; got %q", strings.Join(args, " "))
+	return nil, nil, usageError("explain needs pod NAME or -f FILE; got %q", strings.Join(args, " "))
+}
+
+// clusterPod reads the pod explain pod NAME names.
+func clusterPod(ctx context.Context, o *options, name string) (*corev1.Pod, error) {
+	if o.sidecarSets != "" {
+		return nil, usageError("explain pod NAME reads the pod from the cluster; use -f with --sidecarsets")
+	}
+	c, err := o.kubeClient()
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	key := client.ObjectKey{Namespace: o.namespace(), Name: name}
+	if err := c.Get(ctx, key, &pod); apierrors.IsNotFound(err) {
+		return nil, &exitError{code: ExitRefused, err: fmt.Errorf("pod %s not found", key)}
+	} else if err != nil {
+		return nil, clusterError(fmt.Errorf("reading pod %s: %w", key, err))
+	}
+	return &pod, nil
 }
 
 func newStatusCommand(o *options) *cobra.Command {

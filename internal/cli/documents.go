@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -150,14 +153,16 @@ func known(gvk schema.GroupVersionKind) bool {
 	return clientgoscheme.Scheme.Recognizes(gvk) || scheme.Recognizes(gvk)
 }
 
-// Replace writes the pod's JSON back into the document it came from.
+// Replace writes the pod's JSON back into the document it came from, in place: the document
+// may be an item of a List, which holds the same map.
 func (p *PodOf) Replace(raw []byte) error {
 	var pod map[string]any
 	if err := json.Unmarshal(raw, &pod); err != nil {
 		return err
 	}
 	if p.path == nil {
-		p.doc.Object = pod
+		clear(p.doc.Object)
+		maps.Copy(p.doc.Object, pod)
 		return nil
 	}
 	tmpl, _, err := unstructured.NestedMap(p.doc.Object, p.path...)
@@ -169,39 +174,98 @@ func (p *PodOf) Replace(raw []byte) error {
 	return unstructured.SetNestedMap(p.doc.Object, tmpl, p.path...)
 }
 
-// Inject runs the webhook on every pod the documents describe and writes the results into
-// them. It reports, per document that holds a pod, what happened; it stops at the first
-// refusal or error, naming the document.
-func (e *Engine) Inject(ctx context.Context, docs []Document, defaultNamespace string, report func(string)) error {
+// eachObject calls fn on every object of the documents in order, source naming it for messages.
+// A List, or a typed list such as a PodList (what `kubectl get -o yaml` and the API print), is
+// read as its items ("FILE document N item I"), which hold the list's own maps: what fn changes
+// in an item is in the list. An item of a typed list without apiVersion and kind (the API
+// server leaves them out) gets the list's, as client-go's decoder gives it.
+func eachObject(docs []Document, fn func(obj *unstructured.Unstructured, source string) error) error {
 	for _, d := range docs {
-		if err := e.injectObject(ctx, d.Object, defaultNamespace, d.Source, report); err != nil {
+		if err := eachItem(d.Object, d.Source, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *Engine) injectObject(ctx context.Context, obj *unstructured.Unstructured, defaultNamespace, source string, report func(string)) error {
-	if obj.IsList() {
-		list, err := obj.ToList()
-		if err != nil {
+func eachItem(obj *unstructured.Unstructured, source string, fn func(obj *unstructured.Unstructured, source string) error) error {
+	if !obj.IsList() {
+		return fn(obj, source)
+	}
+	items, _ := obj.Object["items"].([]any) // IsList: a slice
+	itemKind := strings.TrimSuffix(obj.GetKind(), "List")
+	for i, item := range items {
+		m, ok := item.(map[string]any)
+		itemSource := fmt.Sprintf("%s item %d", source, i)
+		if !ok {
+			return fmt.Errorf("%s: not an object", itemSource)
+		}
+		child := &unstructured.Unstructured{Object: m}
+		if child.GetKind() == "" && child.GetAPIVersion() == "" && itemKind != "" {
+			child.SetAPIVersion(obj.GetAPIVersion())
+			child.SetKind(itemKind)
+		}
+		if err := eachItem(child, itemSource, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachPod is how inject and explain read their input: it calls fn on the pod of every object
+// of the documents that describes one (see Pod and eachObject), and other, when not nil, on
+// every other object. defaultNamespace applies to objects that name none.
+func eachPod(docs []Document, defaultNamespace string, fn func(p *PodOf, source string) error,
+	other func(obj *unstructured.Unstructured) error) error {
+	return eachObject(docs, func(obj *unstructured.Unstructured, source string) error {
+		p, ok, err := Pod(obj, defaultNamespace)
+		switch {
+		case err != nil:
 			return fmt.Errorf("%s: %w", source, err)
+		case ok:
+			return fn(p, source)
+		case other != nil:
+			return other(obj)
 		}
-		for i := range list.Items {
-			if err := e.injectObject(ctx, &list.Items[i], defaultNamespace, fmt.Sprintf("%s item %d", source, i), report); err != nil {
-				return err
-			}
+		return nil
+	})
+}
+
+// LimitRangesOf returns the LimitRange objects of the documents (lists read as eachObject
+// reads them), each in its own namespace or in defaultNamespace: offline, without a cluster to
+// read them from, these are the LimitRanges inject and explain judge pods by.
+func LimitRangesOf(docs []Document, defaultNamespace string) ([]corev1.LimitRange, error) {
+	var out []corev1.LimitRange
+	err := eachObject(docs, func(obj *unstructured.Unstructured, source string) error {
+		if obj.GroupVersionKind() != corev1.SchemeGroupVersion.WithKind("LimitRange") {
+			return nil
 		}
-		return unstructured.SetNestedSlice(obj.Object, listItems(list), "items")
-	}
-	p, ok, err := Pod(obj, defaultNamespace)
-	if err != nil {
-		return fmt.Errorf("%s: %w", source, err)
-	}
-	if !ok {
+		var lr corev1.LimitRange
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &lr, true); err != nil {
+			return fmt.Errorf("%s: LimitRange %q: %w", source, obj.GetName(), err)
+		}
+		if lr.Namespace == "" {
+			lr.Namespace = defaultNamespace
+		}
+		out = append(out, lr)
+		return nil
+	})
+	return out, err
+}
+
+// Inject runs the webhook on every pod the documents describe and writes the results into
+// them. It reports, per object that holds a pod, what happened, and names every other object;
+// it stops at the first refusal or error, naming the document.
+func (e *Engine) Inject(ctx context.Context, docs []Document, defaultNamespace string, report func(string)) error {
+	return eachPod(docs, defaultNamespace, func(p *PodOf, source string) error {
+		return e.injectOne(ctx, p, source, report)
+	}, func(obj *unstructured.Unstructured) error {
 		report(PassedThrough(obj))
 		return nil
-	}
+	})
+}
+
+func (e *Engine) injectOne(ctx context.Context, p *PodOf, source string, report func(string)) error {
 	out, outcome, err := e.InjectPod(ctx, p.Raw, p.Namespace)
 	for _, w := range outcome.Warnings {
 		report(fmt.Sprintf("%s: warning: %s", p.Name, w))
@@ -215,14 +279,6 @@ func (e *Engine) injectObject(ctx context.Context, obj *unstructured.Unstructure
 	}
 	report(fmt.Sprintf("%s: injected %s", p.Name, strings.Join(injectedSets(out), ", ")))
 	return p.Replace(out)
-}
-
-func listItems(list *unstructured.UnstructuredList) []any {
-	items := make([]any, len(list.Items))
-	for i := range list.Items {
-		items[i] = list.Items[i].Object
-	}
-	return items
 }
 
 // injectedSets names the SidecarSets a pod's status annotation records.

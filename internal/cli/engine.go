@@ -10,6 +10,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,9 +33,11 @@ type Engine struct {
 }
 
 // NewEngine compiles the SidecarSets (and the stored revisions that sets may pin) the way the
-// operator does. operatorNamespace is never injected, nor kube-system.
+// operator does. operatorNamespace is never injected, nor kube-system. namespaceLabels and
+// limitRanges look a namespace's labels and LimitRanges up, as the webhook's do in the
+// manager's cache; a nil limitRanges checks none.
 func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.ControllerRevision, operatorNamespace string,
-	namespaceLabels webhook.NamespaceLabelsFunc) (*Engine, error) {
+	namespaceLabels webhook.NamespaceLabelsFunc, limitRanges webhook.LimitRangesFunc) (*Engine, error) {
 	store := snapshot.NewStore()
 	for _, r := range revisions {
 		store.UpsertRevision(r)
@@ -51,9 +54,31 @@ func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.Contr
 	if operatorNamespace != "" {
 		excluded.Insert(operatorNamespace)
 	}
-	return &Engine{store: store, revisions: revisions, injector: &webhook.PodInjector{
-		Sets: store, NamespaceLabels: namespaceLabels, ExcludedNamespaces: excluded, PodSecurity: podSecurity,
-	}}, nil
+	injector := &webhook.PodInjector{
+		Sets: store, NamespaceLabels: recording(namespaceLabels), ExcludedNamespaces: excluded, PodSecurity: podSecurity,
+	}
+	if limitRanges != nil {
+		injector.LimitRanges = recording(limitRanges)
+	}
+	return &Engine{store: store, revisions: revisions, injector: injector}, nil
+}
+
+// lookupFailure is where, during one InjectPod, the engine's lookups keep their error: the
+// handler answers it as an internal error, a message without the error's type, and InjectPod
+// returns the error itself instead, so that a cluster that failed a read exits ExitCluster.
+type lookupFailure struct{ err error }
+
+type lookupFailureKey struct{}
+
+// recording wraps a lookup so that its error is kept in the context's lookupFailure, if any.
+func recording[T any](lookup func(context.Context, string) (T, error)) func(context.Context, string) (T, error) {
+	return func(ctx context.Context, name string) (T, error) {
+		v, err := lookup(ctx, name)
+		if slot, ok := ctx.Value(lookupFailureKey{}).(*lookupFailure); ok && err != nil {
+			slot.err = err
+		}
+		return v, err
+	}
 }
 
 // Outcome is the webhook's answer for a pod that it admits.
@@ -83,9 +108,13 @@ func (e *Engine) InjectPod(ctx context.Context, raw []byte, namespace string) ([
 		Namespace: namespace,
 		Object:    runtime.RawExtension{Raw: raw},
 	}}
-	resp := e.injector.Handle(ctx, req)
+	failure := &lookupFailure{}
+	resp := e.injector.Handle(context.WithValue(ctx, lookupFailureKey{}, failure), req)
 	out := Outcome{Warnings: resp.Warnings}
 	if !resp.Allowed {
+		if failure.err != nil {
+			return nil, out, failure.err
+		}
 		msg := "the webhook refused the pod"
 		if resp.Result != nil {
 			msg = resp.Result.Message
@@ -117,10 +146,24 @@ func (e *Engine) InjectPod(ctx context.Context, raw []byte, namespace string) ([
 	return patched, out, nil
 }
 
-// Explain says what every SidecarSet does to the pod, as explain.Explain.
-func (e *Engine) Explain(ctx context.Context, p explain.Pod) []explain.Explanation {
-	return explain.Explain(e.store.Load(), p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected,
-		AllowedAnnotations: e.injector.AllowedAnnotations})
+// Explain says what every SidecarSet does to the pod, as explain.Explain, with the labels and
+// the LimitRanges of its namespace looked up as the webhook looks them up.
+func (e *Engine) Explain(ctx context.Context, pod *corev1.Pod, existing bool) ([]explain.Explanation, error) {
+	snap := e.store.Load()
+	p := explain.Pod{Pod: pod, Existing: existing}
+	var err error
+	if p.NamespaceLabels, err = e.NamespaceLabels(ctx, pod.Namespace); err != nil {
+		return nil, err
+	}
+	// The webhook is called only for opted-in pods: for the others it reads nothing more.
+	if inject.OptedIn(pod.Labels) {
+		candidates := inject.Candidates(snap.Sets, pod.Labels)
+		if p.LimitRanges, err = e.injector.NamespaceLimitRanges(ctx, pod.Namespace, candidates); err != nil {
+			return nil, err
+		}
+	}
+	return explain.Explain(snap, p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected,
+		AllowedAnnotations: e.injector.AllowedAnnotations}), nil
 }
 
 // injected is the set as it was at the hash, from its stored revision.

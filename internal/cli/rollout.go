@@ -102,7 +102,7 @@ func gatherPlan(ctx context.Context, o *options, name, file string) (*planInput,
 	if err != nil {
 		return nil, err
 	}
-	e, err := o.engine(ctx, o.streams.In)
+	e, err := o.engine(ctx, o.streams.In, nil)
 	if err != nil {
 		return nil, err
 	}

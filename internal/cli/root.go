@@ -24,16 +24,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-)
-
-// Exit codes.
-const (
-	// ExitRefused: the input is bad (unparsable, not Kubernetes objects) or the webhook refuses a pod.
-	ExitRefused = 1
-	// ExitUsage: wrong flags or arguments.
-	ExitUsage = 2
-	// ExitCluster: the cluster could not be reached or refused a read.
-	ExitCluster = 3
+	"github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
 var scheme = runtime.NewScheme()
@@ -89,7 +80,7 @@ func run(ctx context.Context, args []string, o *options) int {
 	cmd.SetErr(o.streams.ErrOut)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
-		return 0
+		return ExitOK
 	}
 	fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
 	var exit *exitError
@@ -124,8 +115,7 @@ engine: what a manifest looks like injected (inject), why a pod did or did not g
 (explain), where a SidecarSet stands (status), and what its rollout's next step does to each
 pod, before it happens (rollout plan).
 
-Exit codes: 0 success; 1 bad input or a pod the webhook refuses; 2 wrong flags or arguments;
-3 the cluster could not be reached or refused a read.`,
+` + exitCodesHelp(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -173,13 +163,15 @@ func (o *options) namespace() string {
 }
 
 // engine builds the Engine from --sidecarsets and --namespace-labels, or from the cluster,
-// allowing the patched annotation keys --patch-pod-metadata-allowed-keys names.
-func (o *options) engine(ctx context.Context, stdin io.Reader) (*Engine, error) {
+// allowing the patched annotation keys --patch-pod-metadata-allowed-keys names. files are the
+// documents of -f: with --sidecarsets, their LimitRange objects are the LimitRanges pods are
+// judged by, as no cluster is there to read them from.
+func (o *options) engine(ctx context.Context, stdin io.Reader, files []Document) (*Engine, error) {
 	allowed, err := inject.ParseKeyAllowList(o.allowedKeys)
 	if err != nil {
 		return nil, &flagError{err}
 	}
-	e, err := o.sourcedEngine(ctx, stdin)
+	e, err := o.sourcedEngine(ctx, stdin, files)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +179,9 @@ func (o *options) engine(ctx context.Context, stdin io.Reader) (*Engine, error) 
 	return e, nil
 }
 
-// sourcedEngine builds the Engine from --sidecarsets and --namespace-labels, or from the cluster.
-func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader) (*Engine, error) {
+// sourcedEngine builds the Engine from --sidecarsets, --namespace-labels and the LimitRange
+// objects of files, or from the cluster.
+func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader, files []Document) (*Engine, error) {
 	if o.sidecarSets != "" {
 		r := stdin
 		if o.sidecarSets != "-" {
@@ -203,8 +196,21 @@ func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader) (*Engine, 
 		if err != nil {
 			return nil, &exitError{code: ExitRefused, err: err}
 		}
+		limitRanges, err := LimitRangesOf(files, o.namespace())
+		if err != nil {
+			return nil, &exitError{code: ExitRefused, err: err}
+		}
 		labels := o.namespaceLabels
-		return NewEngine(sets, nil, o.operatorNamespace, func(context.Context, string) (map[string]string, error) { return labels, nil })
+		return NewEngine(sets, nil, o.operatorNamespace, func(context.Context, string) (map[string]string, error) { return labels, nil },
+			func(_ context.Context, namespace string) ([]corev1.LimitRange, error) {
+				var out []corev1.LimitRange
+				for _, lr := range limitRanges {
+					if lr.Namespace == namespace {
+						out = append(out, lr)
+					}
+				}
+				return out, nil
+			})
 	}
 	if o.namespaceLabels != nil {
 		return nil, usageError("--namespace-labels goes with --sidecarsets; with SidecarSets from the cluster, namespaces are read from it too")
@@ -238,5 +244,11 @@ func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader) (*Engine, 
 			return nil, clusterError(fmt.Errorf("reading namespace %s: %w", name, err))
 		}
 		return ns.Labels, nil
+	}, func(ctx context.Context, namespace string) ([]corev1.LimitRange, error) {
+		limitRanges, err := webhook.LimitRangesFrom(c)(ctx, namespace)
+		if err != nil {
+			return nil, clusterError(fmt.Errorf("listing the LimitRanges of namespace %s: %w", namespace, err))
+		}
+		return limitRanges, nil
 	})
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/sidecarset/sidecarset-operator/config/crd/bases"
 )
 
-// ReadSidecarSets reads SidecarSets from a file (multi-document YAML, JSON, or a List) and
-// defaults them with the CRD's schema, as the API server would have: their hashes, and so the
-// records injected pods carry, are the ones the cluster's copies would have.
+// ReadSidecarSets reads SidecarSets from a file (multi-document YAML, JSON, a List or a
+// SidecarSetList) and defaults them with the CRD's schema, as the API server would have: their
+// hashes, and so the records injected pods carry, are the ones the cluster's copies would have.
 func ReadSidecarSets(r io.Reader, name string) ([]*appsv1alpha1.SidecarSet, error) {
 	docs, err := ReadDocuments(r, name)
 	if err != nil {
@@ -29,20 +29,7 @@ func ReadSidecarSets(r io.Reader, name string) ([]*appsv1alpha1.SidecarSet, erro
 		return nil, err
 	}
 	var out []*appsv1alpha1.SidecarSet
-	var add func(obj *unstructured.Unstructured, source string) error
-	add = func(obj *unstructured.Unstructured, source string) error {
-		if obj.IsList() {
-			list, err := obj.ToList()
-			if err != nil {
-				return fmt.Errorf("%s: %w", source, err)
-			}
-			for i := range list.Items {
-				if err := add(&list.Items[i], fmt.Sprintf("%s item %d", source, i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+	err = eachObject(docs, func(obj *unstructured.Unstructured, source string) error {
 		if gvk := obj.GroupVersionKind(); gvk != appsv1alpha1.GroupVersion.WithKind("SidecarSet") {
 			return fmt.Errorf("%s: %s %q is not a SidecarSet (%s)", source, gvk.Kind, obj.GetName(), appsv1alpha1.GroupVersion)
 		}
@@ -56,11 +43,9 @@ func ReadSidecarSets(r io.Reader, name string) ([]*appsv1alpha1.SidecarSet, erro
 		}
 		out = append(out, set)
 		return nil
-	}
-	for _, d := range docs {
-		if err := add(d.Object, d.Source); err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

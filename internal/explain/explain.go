@@ -69,6 +69,15 @@ type Pod struct {
 	// Existing is true for a Pod read from the cluster: its sidecars are then compared with
 	// the sets' current content.
 	Existing bool
+	// LimitRanges are the LimitRanges of the Pod's namespace that the webhook judges it by
+	// (webhook.PodInjector.NamespaceLimitRanges): a set whose sidecars break one is Refused.
+	LimitRanges []corev1.LimitRange
+}
+
+// Denied reports whether the webhook denies the Pod the explanations are of: one of them is
+// Refused or RefusedWithOthers.
+func Denied(list []Explanation) bool {
+	return slices.ContainsFunc(list, func(x Explanation) bool { return x.Verdict == Refused || x.Verdict == RefusedWithOthers })
 }
 
 // Options are the cluster's settings the webhook runs with.
@@ -145,7 +154,7 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 		return sorted(out)
 	}
 	res, err := inject.Apply(inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: p.NamespaceLabels, SetByName: snap.Get,
-		AllowedAnnotations: opts.AllowedAnnotations})
+		AllowedAnnotations: opts.AllowedAnnotations, LimitRanges: p.LimitRanges})
 	var refused *inject.RefusedError
 	if err != nil && !errors.As(err, &refused) {
 		refused = &inject.RefusedError{Detail: err.Error()}

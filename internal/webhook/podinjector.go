@@ -181,12 +181,10 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
-	var limitRanges []corev1.LimitRange
-	if h.LimitRanges != nil && slices.ContainsFunc(candidates, sizesSidecars) {
-		if limitRanges, err = h.LimitRanges(ctx, meta.Namespace); err != nil {
-			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
-		}
+	limitRanges, err := h.NamespaceLimitRanges(ctx, meta.Namespace, candidates)
+	if err != nil {
+		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
 	}
 	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
 	if readsAppResources(candidates) || slices.ContainsFunc(limitRanges, boundsPods) {
@@ -319,6 +317,17 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 		}
 	}
 	return []string{msg}
+}
+
+// NamespaceLimitRanges returns the LimitRanges the engine judges a pod of namespace by, given
+// the SidecarSets that select it (candidates): none when LimitRanges is nil or no candidate
+// sizes its sidecars. The plugin's explain asks it too, so that it calls the engine as the
+// webhook does.
+func (h *PodInjector) NamespaceLimitRanges(ctx context.Context, namespace string, candidates []*inject.CompiledSet) ([]corev1.LimitRange, error) {
+	if h.LimitRanges == nil || !slices.ContainsFunc(candidates, sizesSidecars) {
+		return nil, nil
+	}
+	return h.LimitRanges(ctx, namespace)
 }
 
 // sizesSidecars reports whether a set gives its sidecars requests or limits (declared, computed
