@@ -25,9 +25,11 @@ if [[ ! -x $cached ]]; then
     cd "$work"
     printf 'module local/tool\n\ngo 1.26\n' >go.mod
     GOFLAGS=-mod=mod go get "$pkg@$version"
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$cached.tmp" "$pkg"
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$cached.tmp.$$" "$pkg"
   )
-  mv -f "$cached.tmp" "$cached"
+  # A per-process temporary name: two builds of the same tool at once (two make targets, two
+  # checkouts) each rename their own finished binary into place.
+  mv -f "$cached.tmp.$$" "$cached"
 fi
 mkdir -p "$root/bin"
 ln -sfn "$cached" "$link"
