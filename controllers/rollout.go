@@ -14,6 +14,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -135,7 +136,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.stop(ctx, set.Name)
 	}
 	pods, namespaceLabels := r.Pods.Tally.Selected(c)
-	ro, counts, rollErr := r.rollOneStep(ctx, c, pods, namespaceLabels, status.HaltedBefore(&set))
+	ro, counts, rollErr := r.rollOneStep(ctx, c, &set, pods, namespaceLabels, status.HaltedBefore(&set))
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them.
@@ -145,7 +146,9 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// A pod that changed while it was being updated is tried again soon, not with backoff.
 		return ctrl.Result{RequeueAfter: time.Second}, gateErr
 	}
-	return ctrl.Result{RequeueAfter: retryAfter(ro, r.memoryOf(set.Name))}, errors.Join(rollErr, gateErr)
+	memory := r.memoryOf(&set)
+	storeErr := r.storeRecreating(ctx, &set, memory.Recreating)
+	return ctrl.Result{RequeueAfter: retryAfter(ro, memory)}, errors.Join(rollErr, gateErr, storeErr)
 }
 
 // stop forgets the rollout of a set that was deleted, became invalid or no longer rolls.
@@ -176,19 +179,42 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// memoryOf is what the set's rollout remembers of its Pods.
-func (r *RolloutReconciler) memoryOf(set string) status.RolloutMemory {
+// memoryOf is what the set's rollout remembers of its Pods. The first time this process rolls
+// the set, the workloads being recreated come from the set's status (status.recreating), where
+// the rollout that evicted their Pods (this process before a restart, or another leader)
+// stored them.
+func (r *RolloutReconciler) memoryOf(set *appsv1alpha1.SidecarSet) status.RolloutMemory {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.memory == nil {
 		r.memory = map[string]status.RolloutMemory{}
 	}
-	m, ok := r.memory[set]
+	m, ok := r.memory[set.Name]
 	if !ok {
 		m = status.NewRolloutMemory()
-		r.memory[set] = m
+		m.Recreating = status.RecreatingFromStatus(set.Status.Recreating)
+		r.memory[set.Name] = m
 	}
 	return m
+}
+
+// storeRecreating writes the workloads being recreated into the set's status when they differ
+// from what it holds. The rollout is the only writer of status.recreating (the status
+// reconciler carries it over), so a merge patch of that field alone loses no one's write.
+func (r *RolloutReconciler) storeRecreating(ctx context.Context, set *appsv1alpha1.SidecarSet, recreating map[string]time.Time) error {
+	want := status.RecreatingStatus(recreating)
+	if equality.Semantic.DeepEqual(want, set.Status.Recreating) {
+		return nil
+	}
+	raw, err := json.Marshal(map[string]any{"status": map[string]any{"recreating": want}})
+	if err != nil {
+		return fmt.Errorf("encoding status.recreating: %w", err)
+	}
+	if err := r.Client.Status().Patch(ctx, set.DeepCopy(), client.RawPatch(types.MergePatchType, raw)); err != nil {
+		return fmt.Errorf("storing the workloads being recreated in the status of SidecarSet %s: %w", set.Name, err)
+	}
+	set.Status.Recreating = want
+	return nil
 }
 
 type podEventCount struct {
@@ -215,7 +241,7 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 
 // rollOneStep plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
 // the rollout stands and the counts it took while it classified the Pods.
-func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, pods []*corev1.Pod,
+func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, set *appsv1alpha1.SidecarSet, pods []*corev1.Pod,
 	namespaceLabels func(string) map[string]string, halted string) (*status.Rollout, status.Counts, error) {
 	strategy := c.Set.Spec.UpdateStrategy
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
@@ -223,7 +249,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	if err != nil {
 		return &status.Rollout{}, status.Count(c, pods, namespaceLabels, r.Scope), err
 	}
-	memory := r.memoryOf(c.Name())
+	memory := r.memoryOf(set)
 	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope, eligible, memory, time.Now())
 	ro := status.Rollout{Blocked: in.Blocked, Halted: halted}
 	if halted == "" && len(in.Stalled) > 0 {
@@ -242,7 +268,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	nodes := kubeletVersions{reader: r.APIReader}
 	step, err := status.Step(c, in, &ro, memory, func(target *corev1.Pod, recreate bool) (status.Attempt, error) {
 		if recreate {
-			return r.tryEviction(ctx, c, target)
+			return r.tryEviction(ctx, c, set, memory, target)
 		}
 		return r.tryUpdate(ctx, c, target, namespaceLabels, &nodes)
 	})
@@ -258,8 +284,18 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	return &ro, in.Counts, nil
 }
 
-// tryEviction evicts a Pod to recreate, for status.Step.
-func (r *RolloutReconciler) tryEviction(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod) (status.Attempt, error) {
+// tryEviction evicts a Pod to recreate, for status.Step. Its workload goes into the set's
+// status before the eviction: an operator that stops right after evicting still counts the
+// replacement against the budget, and still halts when it does not come back.
+func (r *RolloutReconciler) tryEviction(ctx context.Context, c *inject.CompiledSet, set *appsv1alpha1.SidecarSet,
+	memory status.RolloutMemory, pod *corev1.Pod) (status.Attempt, error) {
+	if owner, _ := status.RecreatingController(pod); owner != nil {
+		ahead := maps.Clone(memory.Recreating)
+		ahead[string(owner.UID)] = time.Now()
+		if err := r.storeRecreating(ctx, set, ahead); err != nil {
+			return status.Attempt{}, err
+		}
+	}
 	why, err := r.evict(ctx, c, pod)
 	switch {
 	case errors.Is(err, errStale):

@@ -92,6 +92,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, readErr := r.compute(ctx, &set)
+	// status.recreating is the rollout's to write (see RolloutReconciler.storeRecreating): the
+	// merge patch below never changes it.
+	want.Recreating = set.Status.Recreating
 	export(set.Name, &want)
 	if !r.lastWrites.mustWrite(&set, &set.Status, &want) {
 		return ctrl.Result{}, readErr
@@ -142,7 +145,7 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 		cond, err := r.policyCondition(ctx, set)
 		if err == nil {
 			cond.LastTransitionTime = now
-			meta.SetStatusCondition(&st.Conditions, cond)
+			status.WithPolicy(&st.Conditions, set.Status.Conditions, cond)
 		}
 		errs = append(errs, err)
 	} else {

@@ -4,6 +4,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -621,6 +622,18 @@ type SidecarSetStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Update revision",xDescriptors="urn:alm:descriptor:text"
 	UpdateRevision string `json:"updateRevision,omitempty"`
 
+	// Recreating are the workloads (by their controller's UID) of which the rolling update
+	// evicted a Pod (updateStrategy.recreate or remediate: Evict) and whose Pods are not all
+	// available again, with when it evicted. The rollout writes an entry before it evicts and
+	// removes it once the workload's Pods are available again; an operator that restarts, or a
+	// new leader, reads them, so the budget and progressDeadlineSeconds hold across both.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	// +kubebuilder:validation:MaxItems=10000
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Workloads being recreated",xDescriptors="urn:alm:descriptor:text"
+	Recreating []RecreatingWorkload `json:"recreating,omitempty"`
+
 	// Conditions are the latest observations: Ready (the summary), Paused, PodsUpdated and
 	// PodsReady; RollingUpdate for updateStrategy RollingUpdate; Conflict while one lasts;
 	// Invalid when the spec cannot be used; PolicyCompiled in policy mode.
@@ -629,6 +642,18 @@ type SidecarSetStatus struct {
 	// +listMapKey=type
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RecreatingWorkload is a workload the rolling update evicted a Pod of, identified by its
+// controller's UID only: the status, which anyone who may read SidecarSets reads, names no
+// namespace, workload or Pod.
+type RecreatingWorkload struct {
+	// UID is the UID of the Pod's controller (a ReplicaSet, StatefulSet, ...).
+	// +kubebuilder:validation:MaxLength=128
+	UID types.UID `json:"uid"`
+	// EvictedAt is when the rollout evicted the workload's Pod; progressDeadlineSeconds counts
+	// from it.
+	EvictedAt metav1.Time `json:"evictedAt"`
 }
 
 // SidecarSet injects sidecar containers, init containers, volumes and image pull secrets into
@@ -699,7 +724,8 @@ const (
 	// and kstatus: True (reason Injecting, or InjectionPaused) when the set is valid, injects
 	// (no conflict stops it) and has no rolling update left to do; False with reason Invalid,
 	// StoppedByConflict, RollingUpdateProgressing, RollingUpdatePaused or PodsNotUpdatable
-	// otherwise. Pods' own readiness is PodsReady's, not this: a set is ready when it does its
+	// otherwise; in policy mode also PolicyPending or PolicyNameTaken while the set's
+	// MutatingAdmissionPolicy is not in force (a pod created then may get no sidecar). Pods' own readiness is PodsReady's, not this: a set is ready when it does its
 	// part. Its observedGeneration says which spec it describes.
 	ConditionReady = "Ready"
 )

@@ -2,11 +2,16 @@ package status
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
 
 // recreatingControllers are the controllers that make a new Pod when one of theirs is evicted,
@@ -40,4 +45,27 @@ const RecreateSettle = 10 * time.Second
 // since.
 func workloadRecreating(evictedAt time.Time, now time.Time, unavailable bool) bool {
 	return now.Sub(evictedAt) < RecreateSettle || unavailable
+}
+
+// RecreatingFromStatus is the rollout's memory of the workloads it is recreating, as the set's
+// status stores it (status.recreating): what a restarted operator, or a new leader, starts from.
+func RecreatingFromStatus(list []appsv1alpha1.RecreatingWorkload) map[string]time.Time {
+	out := make(map[string]time.Time, len(list))
+	for _, w := range list {
+		out[string(w.UID)] = w.EvictedAt.Time
+	}
+	return out
+}
+
+// RecreatingStatus is the memory of the workloads being recreated in the form the set's status
+// stores it, sorted by UID (nil when there is none), to seconds as the API stores times.
+func RecreatingStatus(recreating map[string]time.Time) []appsv1alpha1.RecreatingWorkload {
+	if len(recreating) == 0 {
+		return nil
+	}
+	out := make([]appsv1alpha1.RecreatingWorkload, 0, len(recreating))
+	for _, uid := range slices.Sorted(maps.Keys(recreating)) {
+		out = append(out, appsv1alpha1.RecreatingWorkload{UID: types.UID(uid), EvictedAt: metav1.NewTime(recreating[uid].Truncate(time.Second))})
+	}
+	return out
 }

@@ -84,11 +84,15 @@ type PodState struct {
 // running the images its spec names.
 func (s PodState) Available() bool { return s.Ready && s.Settled && !s.Terminating }
 
-// Restarting reports whether this set's sidecars in the Pod are changing: the kubelet does
-// not yet run the images the spec names, or the Pod is updated and they are not ready. Such
-// unavailability is the rollout's doing; any other is the Pod's own.
+// Restarting reports whether the Pod's unavailability counts as the rollout's: the kubelet
+// does not yet run the images the set's sidecars name, or the Pod carries the revision being
+// rolled out and is not available, whatever made it so (its sidecars still starting, or the
+// new sidecars ready and the app not, as when a new proxy breaks the app's readiness, or the
+// replacement of an evicted Pod still warming up). Such a Pod counts against the set-wide
+// budget, so a revision that breaks its Pods stops the rollout. Judged from the Pod alone, it
+// holds across operator restarts. Any other unavailability is the Pod's own.
 func (s PodState) Restarting() bool {
-	return s.Injected && !s.Terminating && (!s.Settled || s.Updated && !s.SidecarsReady)
+	return s.Injected && !s.Terminating && (!s.Settled || s.Updated && !s.Available())
 }
 
 // Add counts one selected Pod (see Classify).
@@ -562,4 +566,27 @@ func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, roll
 		}
 	}
 	return ready
+}
+
+// WithPolicy sets the set's PolicyCompiled condition (policy mode) into conditions and makes
+// Ready say False while the set's MutatingAdmissionPolicy is not yet in force, or cannot be
+// written: until then a pod created may get no sidecar, and Ready means that the next
+// matching pod gets them, in both modes. A policy that routes the set's pods to the webhook
+// (Unsupported) leaves Ready as it is: the webhook injects them.
+// previous are the conditions the status held, whose Ready keeps its transition time while
+// it stays False.
+func WithPolicy(conditions *[]metav1.Condition, previous []metav1.Condition, policy metav1.Condition) {
+	meta.SetStatusCondition(conditions, policy)
+	ready := meta.FindStatusCondition(*conditions, appsv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || policy.Status == metav1.ConditionTrue || policy.Reason == "Unsupported" {
+		return
+	}
+	since := policy.LastTransitionTime
+	if was := meta.FindStatusCondition(previous, appsv1alpha1.ConditionReady); was != nil && was.Status == metav1.ConditionFalse {
+		since = was.LastTransitionTime
+	}
+	meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionReady)
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: "Policy" + policy.Reason, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: since,
+		Message: "New matching pods may be created without the sidecars: " + policy.Message})
 }
