@@ -181,20 +181,22 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if err != nil {
 		return decodeError(err)
 	}
+	// Every sidecar gets the namespace's LimitRange defaults and is held to its bounds, whether
+	// it declares resources or not.
 	var limitRanges []corev1.LimitRange
-	if h.LimitRanges != nil && slices.ContainsFunc(candidates, sizesSidecars) {
+	if h.LimitRanges != nil && slices.ContainsFunc(candidates, (*inject.CompiledSet).ReadsLimitRanges) {
 		if limitRanges, err = h.LimitRanges(ctx, meta.Namespace); err != nil {
 			admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
 		}
 	}
 	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
-	if readsAppResources(candidates) || slices.ContainsFunc(limitRanges, boundsPods) {
+	if readsAppResources(candidates) || inject.LimitRangesReadPod(limitRanges) {
 		if err := decodeAppResources(view, pod); err != nil {
 			return decodeError(err)
 		}
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources) {
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources, limitRanges) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)
@@ -319,13 +321,4 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 		}
 	}
 	return []string{msg}
-}
-
-// sizesSidecars reports whether a set gives its sidecars requests or limits (declared, computed
-// or overridden): only then can they break a LimitRange.
-func sizesSidecars(c *inject.CompiledSet) bool { return c.DeclaresResources || c.HasResourcesPolicy() }
-
-// boundsPods reports whether a LimitRange has a per-pod bound.
-func boundsPods(lr corev1.LimitRange) bool {
-	return slices.ContainsFunc(lr.Spec.Limits, func(item corev1.LimitRangeItem) bool { return item.Type == corev1.LimitTypePod })
 }
