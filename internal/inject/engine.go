@@ -35,8 +35,9 @@ type Input struct {
 	// Key draws the Pod for the SidecarSets that pin a revision with policy Partial (see
 	// CompiledSet.Pick): the admission request's UID. Empty: the Pod's namespace and name.
 	Key string
-	// LimitRanges are the LimitRanges of the Pod's namespace: a set whose sidecars break one's
-	// per-container bounds is refused by name (see checkLimitRanges). Nil checks none.
+	// LimitRanges are the LimitRanges of the Pod's namespace: a set whose sidecars, given their
+	// defaults, break a bound of one (per container or per pod) is refused by name (see
+	// checkLimitRanges). Nil checks none.
 	LimitRanges []corev1.LimitRange
 }
 
@@ -64,7 +65,7 @@ func Apply(in Input) (*Result, error) {
 	b := newBuilder(pod, old)
 	b.warnings = distrusted.warnings()
 	b.allowed = in.AllowedAnnotations
-	b.limitRanges = in.LimitRanges
+	b.limitRanges, b.bounds = limitRangesOf(in.LimitRanges)
 	b.stripAnnotations(old, mergedKeys(old, in.setByName))
 	// Sets take their turns in name order, so every set's entries land in the same place
 	// whether it injects now or keeps what it injected earlier.
@@ -139,8 +140,11 @@ type builder struct {
 	appContainers []*corev1.Container // the Pod's own containers, in order
 
 	containers, initContainers placement
-	// limitRanges are the namespace's (Input.LimitRanges).
+	// limitRanges are the namespace's (Input.LimitRanges), defaulted as the API server stores
+	// them; bounds are the same, their items split by what they bound.
 	limitRanges     []corev1.LimitRange
+	bounds          []limitRange
+	ownView         *corev1.Pod // resourcesView without the sidecars; nil: not computed yet
 	volumes         []corev1.Volume
 	volumeOwner     map[string]string // volume name -> set that adds it
 	pullSecrets     []corev1.LocalObjectReference

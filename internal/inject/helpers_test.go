@@ -123,10 +123,14 @@ type inputSnapshot struct {
 	pod             *corev1.Pod
 	sets            []*appsv1alpha1.SidecarSet
 	namespaceLabels map[string]string
+	limitRanges     []corev1.LimitRange
 }
 
 func snapshotInput(in inject.Input) inputSnapshot {
 	s := inputSnapshot{pod: in.Pod.DeepCopy()}
+	for i := range in.LimitRanges {
+		s.limitRanges = append(s.limitRanges, *in.LimitRanges[i].DeepCopy())
+	}
 	for _, c := range in.Sets {
 		s.sets = append(s.sets, c.Set.DeepCopy())
 	}
@@ -151,6 +155,9 @@ func (s inputSnapshot) assertUnchanged(t testing.TB, in inject.Input) {
 	}
 	if !reflect.DeepEqual(s.namespaceLabels, in.NamespaceLabels) {
 		t.Errorf("Apply mutated the namespace labels: before %v, after %v", s.namespaceLabels, in.NamespaceLabels)
+	}
+	if len(s.limitRanges) != len(in.LimitRanges) || len(s.limitRanges) > 0 && !reflect.DeepEqual(s.limitRanges, in.LimitRanges) {
+		t.Errorf("Apply mutated the LimitRanges (-before +after):\n%s", diff.Diff(s.limitRanges, in.LimitRanges))
 	}
 }
 

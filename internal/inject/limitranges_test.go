@@ -15,8 +15,9 @@ import (
 )
 
 // TestLimitRanges: a sidecar that breaks a per-container bound of the namespace's LimitRange
-// is refused naming the set, the field and the LimitRange; values it leaves unset (the
-// LimitRange's defaults fill them) and the pod's own containers are not judged.
+// is refused naming the set, the field and the LimitRange. Values it leaves unset are judged
+// as the LimitRange's defaults fill them (the LimitRange as the API server stores it: its
+// default limit is its max); the pod's own containers are not judged.
 func TestLimitRanges(t *testing.T) {
 	list := func(kv ...string) corev1.ResourceList {
 		out := corev1.ResourceList{}
@@ -49,6 +50,8 @@ func TestLimitRanges(t *testing.T) {
 			want: "spec.containers[0].resources.requests[cpu]", why: "the minimum cpu per container is 10m, the sidecar's requests are 5m"},
 		{name: "limit over request above the ratio", resources: corev1.ResourceRequirements{Requests: list("cpu", "100m"), Limits: list("cpu", "500m")},
 			want: "spec.containers[0].resources.limits[cpu]", why: "the highest cpu limit-to-request ratio per container is 4, the sidecar's is 500m to 100m"},
+		{name: "a request alone gets the default limit, above the ratio", resources: corev1.ResourceRequirements{Requests: list("cpu", "100m")},
+			want: "spec.containers[0].resources.limits[cpu]", why: "the highest cpu limit-to-request ratio per container is 4, the sidecar's is 1 to 100m (its limit is the default of LimitRange bounds)"},
 		{name: "a computed limit names its expression", computed: true,
 			want: "spec.containers[0].resourcesPolicy.resourcesExpr.limits[cpu]", why: "the maximum cpu per container is 1, the sidecar's limits are 1"},
 	} {
@@ -116,6 +119,50 @@ func TestPodLimitRanges(t *testing.T) {
 				t.Fatalf("got %v, want a refusal", err)
 			case refused.Field != tc.want || !strings.Contains(refused.Detail, "the maximum memory per pod is 512Mi, the pod's, with the sidecars, limits are 576Mi") || !strings.Contains(refused.Detail, "LimitRange per-pod of namespace shop"):
 				t.Errorf("refusal %q at %s, want %s and the per-pod maximum named", refused.Detail, refused.Field, tc.want)
+			}
+		})
+	}
+}
+
+// TestLimitRangeDefaultsInOrder: the sidecar gets the defaults of the namespace's LimitRanges
+// one after the other, as LimitRanger gives them (the first that has one wins), and a refusal
+// names the LimitRange whose bound breaks and the one whose default broke it.
+func TestLimitRangeDefaultsInOrder(t *testing.T) {
+	q := resource.MustParse
+	limitRange := func(name string, item corev1.LimitRangeItem) corev1.LimitRange {
+		item.Type = corev1.LimitTypeContainer
+		return corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{item}}}
+	}
+	small := limitRange("small", corev1.LimitRangeItem{Default: corev1.ResourceList{corev1.ResourceCPU: q("500m")}})
+	large := limitRange("large", corev1.LimitRangeItem{Default: corev1.ResourceList{corev1.ResourceCPU: q("2")}})
+	bounds := limitRange("bounds", corev1.LimitRangeItem{Max: corev1.ResourceList{corev1.ResourceCPU: q("1")}})
+	for _, tc := range []struct {
+		name string
+		lrs  []corev1.LimitRange
+		want []string // parts of the refusal; nil when injected
+	}{
+		{name: "the first default wins", lrs: []corev1.LimitRange{small, large, bounds}},
+		{name: "a default above another's maximum", lrs: []corev1.LimitRange{large, small, bounds}, want: []string{
+			`SidecarSet "mesh" spec.containers[0].resources.limits[cpu]`, "breaks LimitRange bounds of namespace shop",
+			"the maximum cpu per container is 1, the sidecar's limits are 2, the default of LimitRange large", "set the sidecar's cpu limits"}},
+		// Without another default, the maximum is the limit (as the API server stores it).
+		{name: "the maximum's own default", lrs: []corev1.LimitRange{bounds}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := webSet("mesh", corev1.Container{Name: "proxy", Image: "proxy:1"})
+			_, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, set), LimitRanges: tc.lrs})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != nil && err == nil:
+				t.Fatalf("injected, want a refusal with %q", tc.want)
+			case tc.want != nil:
+				refused := requireRefused(t, err)
+				for _, part := range tc.want {
+					if !strings.Contains(refused.Error(), part) {
+						t.Errorf("refusal %q, want it to say %q", refused.Error(), part)
+					}
+				}
 			}
 		})
 	}

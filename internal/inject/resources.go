@@ -16,19 +16,29 @@ import (
 // pod-level resources the pod sets (spec.resources): the API server would refuse the pod with
 // a message that names neither the sidecar nor the set. The pod's budget is the user's to set,
 // so it is never raised behind their back. A pod over its budget without the sidecars is left
-// to the API server, whose message is then about the pod's own containers.
+// to the API server, whose message is then about the pod's own containers. The containers are
+// added up with the namespace's LimitRange defaults, which LimitRanger gives them before the
+// API server validates the pod: a sidecar that declares nothing still gets a default limit.
 func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
-	if b.pod.Spec.Resources == nil || !set.DeclaresResources || len(rec.Containers)+len(rec.InitContainers) == 0 {
+	if b.pod.Spec.Resources == nil || (!set.DeclaresResources && len(b.limitRanges) == 0) || len(rec.Containers)+len(rec.InitContainers) == 0 {
 		return nil // the common case: nothing to add up
 	}
 	if b.ownResourcesFit == nil {
-		fit := len(podrules.PodResourceErrors(b.resourcesSoFar(false))) == 0
+		own, err := b.ownResourcesView()
+		if err != nil {
+			return err
+		}
+		fit := len(podrules.PodResourceErrors(own)) == 0
 		b.ownResourcesFit = &fit
 	}
 	if !*b.ownResourcesFit {
 		return nil
 	}
-	errs := podrules.PodResourceErrors(b.resourcesSoFar(true))
+	with, err := b.resourcesView(true)
+	if err != nil {
+		return err
+	}
+	errs := podrules.PodResourceErrors(with)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -47,28 +57,45 @@ func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
 		cause.Error())}
 }
 
-// resourcesSoFar is the pod's resources view: its pod-level resources and its own containers,
-// with the sidecars placed so far when withSidecars.
+// resourcesSoFar is the pod's resources view: its pod-level resources and OS, and its own
+// containers, with the sidecars placed so far when withSidecars; of each container only what
+// the pod's totals read (name, resources, restart policy), shared with the pod, not copied.
 func (b *builder) resourcesSoFar(withSidecars bool) *corev1.Pod {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Resources: b.pod.Spec.Resources, OS: b.pod.Spec.OS}}
+	var inits, containers []corev1.Container
 	for i := range b.pod.Spec.InitContainers {
-		if c := b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) {
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		if c := &b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) {
+			inits = append(inits, resourcesOf(c))
 		}
 	}
 	for _, app := range b.appContainers {
-		pod.Spec.Containers = append(pod.Spec.Containers, *app)
+		containers = append(containers, resourcesOf(app))
 	}
 	if withSidecars {
-		pod.Spec.InitContainers = append(append(slices.Clone(b.initContainers.before), pod.Spec.InitContainers...), b.initContainers.after...)
-		pod.Spec.Containers = append(append(slices.Clone(b.containers.before), pod.Spec.Containers...), b.containers.after...)
+		inits = slices.Concat(resourcesOfAll(b.initContainers.before), inits, resourcesOfAll(b.initContainers.after))
+		containers = slices.Concat(resourcesOfAll(b.containers.before), containers, resourcesOfAll(b.containers.after))
 	}
+	pod.Spec.InitContainers, pod.Spec.Containers = inits, containers
 	return pod
+}
+
+// resourcesOf is what a pod's totals read of a container.
+func resourcesOf(c *corev1.Container) corev1.Container {
+	return corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+}
+
+func resourcesOfAll(list []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, len(list))
+	for i := range list {
+		out[i] = resourcesOf(&list[i])
+	}
+	return out
 }
 
 // resourceField is the field of the set that a pod-level resources error (at podField, such as
 // spec.resources.requests[cpu]) comes from: the first injected sidecar that requests (or
-// limits) that resource, once defaulted (specific); or the first injected sidecar's resources.
+// limits) that resource, once defaulted (specific); or the first injected sidecar's resources
+// (the first that sets any, else the first: its value then is a LimitRange default).
 func resourceField(set *CompiledSet, rec Record, podField string) (field string, specific bool) {
 	name, kind := "", "requests"
 	for rest := podField; ; {
@@ -86,7 +113,7 @@ func resourceField(set *CompiledSet, rec Record, podField string) (field string,
 		kind = "limits"
 	}
 	injected := sets.New(rec.Containers...).Insert(rec.InitContainers...)
-	first := ""
+	first, anyInjected := "", ""
 	for _, l := range []struct {
 		field string
 		list  []appsv1alpha1.SidecarContainer
@@ -116,7 +143,18 @@ func resourceField(set *CompiledSet, rec Record, podField string) (field string,
 			if first == "" && (len(r.Requests) > 0 || len(r.Limits) > 0) {
 				first = fmt.Sprintf("%s[%d].resources", l.field, i)
 			}
+			if anyInjected == "" {
+				anyInjected = fmt.Sprintf("%s[%d].resources", l.field, i)
+				if name != "" {
+					anyInjected += fmt.Sprintf(".%s[%s]", kind, name)
+				}
+			}
 		}
+	}
+	if first == "" {
+		// No sidecar sets the resource: a LimitRange default gives it, and the first injected
+		// sidecar is where the user can set a value instead.
+		return anyInjected, false
 	}
 	return first, false
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -38,6 +39,7 @@ func TestPodLevelResources(t *testing.T) {
 		sets     map[string][]appsv1alpha1.SidecarContainer // set name -> its containers (keys "i:" are init containers)
 		refused  string                                     // "<set> <field>"; "" when injected
 		injected int
+		lrs      []corev1.LimitRange // the namespace's
 	}{
 		{name: "no pod-level resources", appReqs: "900m", pod: func(*corev1.Pod) {},
 			sets: map[string][]appsv1alpha1.SidecarContainer{"a": {sidecar("proxy", corev1.ResourceRequirements{Requests: cpu("500m")})}}, injected: 1},
@@ -65,6 +67,15 @@ func TestPodLevelResources(t *testing.T) {
 			sets: map[string][]appsv1alpha1.SidecarContainer{"a": {sidecar("proxy", corev1.ResourceRequirements{Requests: cpu("500m")})}}, injected: 1},
 		{name: "a sidecar without resources", appReqs: "1", pod: budget(corev1.ResourceRequirements{Requests: cpu("1")}),
 			sets: map[string][]appsv1alpha1.SidecarContainer{"a": {sidecar("proxy", corev1.ResourceRequirements{})}}, injected: 1},
+		// LimitRanger gives the sidecar the namespace's default request before the API server
+		// checks the pod-level resources.
+		{name: "a LimitRange's default request takes the pod over", appReqs: "800m", pod: budget(corev1.ResourceRequirements{Requests: cpu("1")}),
+			sets:    map[string][]appsv1alpha1.SidecarContainer{"a": {sidecar("proxy", corev1.ResourceRequirements{})}},
+			lrs:     defaultRequest(cpu("300m")),
+			refused: "a spec.containers[0].resources.requests[cpu]"},
+		{name: "a LimitRange's default request that fits", appReqs: "600m", pod: budget(corev1.ResourceRequirements{Requests: cpu("1")}),
+			sets: map[string][]appsv1alpha1.SidecarContainer{"a": {sidecar("proxy", corev1.ResourceRequirements{})}},
+			lrs:  defaultRequest(cpu("300m")), injected: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +99,7 @@ func TestPodLevelResources(t *testing.T) {
 				}
 				sets = append(sets, set)
 			}
-			in := inject.Input{Pod: pod, Sets: compile(t, sets...)}
+			in := inject.Input{Pod: pod, Sets: compile(t, sets...), LimitRanges: tt.lrs}
 			before := snapshotInput(in)
 			res, err := inject.Apply(in)
 			before.assertUnchanged(t, in)
@@ -117,4 +128,11 @@ func TestPodLevelResources(t *testing.T) {
 			}
 		})
 	}
+}
+
+// defaultRequest is a namespace's LimitRange that gives every container a default request.
+func defaultRequest(r corev1.ResourceList) []corev1.LimitRange {
+	return []corev1.LimitRange{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "defaults"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypeContainer, DefaultRequest: r},
+	}}}}
 }

@@ -136,9 +136,32 @@ func benchInjector(n int, variant string) *PodInjector {
 		set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: overrideAnnotation, Container: "log-agent",
 			Field: appsv1alpha1.OverrideLimitsCPU, Rule: "amount.compareTo(quantity('1')) <= 0"}}
 	}
-	store.Upsert(set)
-	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
+	h := &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
 		NamespaceLabels: func(context.Context, string) (map[string]string, error) { return nil, nil }}
+	switch variant {
+	case "limitranged,unsized": // the sidecar sets no resources: the LimitRange's defaults give them
+		set.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		fallthrough
+	case "limitranged":
+		lrs := []corev1.LimitRange{benchLimitRange()}
+		h.LimitRanges = func(context.Context, string) ([]corev1.LimitRange, error) { return lrs, nil }
+	}
+	store.Upsert(set)
+	return h
+}
+
+// benchLimitRange is a namespace's LimitRange as the API server stores it: default requests
+// and limits, a maximum and a limit-to-request ratio per container, and a maximum per pod.
+func benchLimitRange() corev1.LimitRange {
+	q := resource.MustParse
+	return corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "defaults"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypeContainer,
+			Default:              corev1.ResourceList{corev1.ResourceCPU: q("500m"), corev1.ResourceMemory: q("256Mi")},
+			DefaultRequest:       corev1.ResourceList{corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("128Mi")},
+			Max:                  corev1.ResourceList{corev1.ResourceMemory: q("1Gi")},
+			MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: q("10")}},
+		{Type: corev1.LimitTypePod, Max: corev1.ResourceList{corev1.ResourceMemory: q("4Gi")}},
+	}}}
 }
 
 func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
@@ -157,7 +180,8 @@ func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
 // BenchmarkPodInjector measures one admission through our handler, including rendering the
 // patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches (and
 // shares the app containers' volume mounts), and with 1 that copies nothing from them, 1 whose
-// sidecar's resources a resourcesPolicy computes, and 1 whose CPU limit the pod overrides.
+// sidecar's resources a resourcesPolicy computes, 1 whose CPU limit the pod overrides, and 1
+// in a namespace with a LimitRange, its sidecar sized or given the LimitRange's defaults.
 func BenchmarkPodInjector(b *testing.B) {
 	req := podRequest(b, realisticPod())
 	overriding := realisticPod()
@@ -166,7 +190,7 @@ func BenchmarkPodInjector(b *testing.B) {
 	for _, c := range []struct {
 		n       int
 		variant string
-	}{{1, ""}, {10, ""}, {100, ""}, {1, "plain"}, {1, "computed"}, {1, "overridden"}} {
+	}{{1, ""}, {10, ""}, {100, ""}, {1, "plain"}, {1, "computed"}, {1, "overridden"}, {1, "limitranged"}, {1, "limitranged,unsized"}} {
 		h, req := benchInjector(c.n, c.variant), req
 		if c.variant == "overridden" {
 			req = overridingReq

@@ -187,12 +187,12 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
 	}
 	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
-	if readsAppResources(candidates) || slices.ContainsFunc(limitRanges, boundsPods) {
+	if readsAppResources(candidates) || inject.LimitRangesReadPod(limitRanges) {
 		if err := decodeAppResources(view, pod); err != nil {
 			return decodeError(err)
 		}
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources) {
+	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources, limitRanges) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return decodeError(err)
@@ -321,20 +321,12 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 
 // NamespaceLimitRanges returns the LimitRanges the engine judges a pod of namespace by, given
 // the SidecarSets that select it (candidates): none when LimitRanges is nil or no candidate
-// sizes its sidecars. The plugin's explain asks it too, so that it calls the engine as the
-// webhook does.
+// injects a container. Every sidecar gets the namespace's LimitRange defaults and is held to
+// its bounds, whether it declares resources or not. The plugin's explain asks it too, so that
+// it calls the engine as the webhook does.
 func (h *PodInjector) NamespaceLimitRanges(ctx context.Context, namespace string, candidates []*inject.CompiledSet) ([]corev1.LimitRange, error) {
-	if h.LimitRanges == nil || !slices.ContainsFunc(candidates, sizesSidecars) {
+	if h.LimitRanges == nil || !slices.ContainsFunc(candidates, (*inject.CompiledSet).ReadsLimitRanges) {
 		return nil, nil
 	}
 	return h.LimitRanges(ctx, namespace)
-}
-
-// sizesSidecars reports whether a set gives its sidecars requests or limits (declared, computed
-// or overridden): only then can they break a LimitRange.
-func sizesSidecars(c *inject.CompiledSet) bool { return c.DeclaresResources || c.HasResourcesPolicy() }
-
-// boundsPods reports whether a LimitRange has a per-pod bound.
-func boundsPods(lr corev1.LimitRange) bool {
-	return slices.ContainsFunc(lr.Spec.Limits, func(item corev1.LimitRangeItem) bool { return item.Type == corev1.LimitTypePod })
 }

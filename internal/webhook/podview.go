@@ -35,7 +35,8 @@ type podView[C, V any] struct {
 		// HostNetwork changes how the API server defaults container ports.
 		HostNetwork bool `json:"hostNetwork,omitempty"`
 		// Resources are the pod-level resources, kept as admitted: decoded only when a
-		// candidate set's sidecars declare resources (see readsPodResources).
+		// candidate set's sidecars declare resources, or the namespace has LimitRanges (see
+		// readsPodResources).
 		Resources json.RawMessage `json:"resources,omitempty"`
 	} `json:"spec"`
 }
@@ -44,9 +45,9 @@ type podView[C, V any] struct {
 // (clashes), and for sets that copy from app containers its env (transferEnv), volume mounts
 // (shareVolumePolicy) and volume devices (shareVolumeDevicePolicy), kept as admitted and
 // decoded only for such sets (see decodeAppLists), and for sets that compute a sidecar's
-// resources from the app containers' (resourcesPolicy) its requests and limits and restart
-// policy (see decodeAppResources). Ports are read only when a sidecar declares ports (see
-// readsPorts), from the full view.
+// resources from the app containers' (resourcesPolicy), or in a namespace whose LimitRange
+// bounds a pod's totals, its requests and limits and restart policy (see decodeAppResources).
+// Ports are read only when a sidecar declares ports (see readsPorts), from the full view.
 type containerHead struct {
 	Name          string                         `json:"name"`
 	Env           json.RawMessage                `json:"env,omitempty"`
@@ -200,11 +201,16 @@ func fullPod(v *fullView) (*corev1.Pod, error) {
 
 func hasPodResources(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
-// readsPodResources reports whether the engine checks the pod's containers against its
-// pod-level resources: the pod sets them and a candidate set's sidecars declare resources.
-func readsPodResources(candidates []*inject.CompiledSet, raw json.RawMessage) bool {
+// readsPodResources reports whether the engine reads the pod's pod-level resources (with its
+// containers' resources, from the full view): the pod sets them, and a candidate set's
+// sidecars declare resources or the namespace has LimitRanges (whose defaults the sidecars
+// get, and whose per-pod bounds the pod-level resources decide).
+func readsPodResources(candidates []*inject.CompiledSet, raw json.RawMessage, limitRanges []corev1.LimitRange) bool {
 	if !hasPodResources(raw) {
 		return false
+	}
+	if len(limitRanges) > 0 {
+		return true
 	}
 	for _, c := range candidates {
 		if c.DeclaresResources {
@@ -265,7 +271,8 @@ func fullNames(candidates []*inject.CompiledSet, annotations map[string]string) 
 }
 
 // decodeAppResources decodes into pod's containers and init containers their requests, limits
-// and restart policy, which a resourcesPolicy computes a sidecar's resources from. Decoding
+// and restart policy, which a resourcesPolicy computes a sidecar's resources from, and a
+// LimitRange's per-pod bound adds up with the sidecars' (inject.LimitRangesReadPod). Decoding
 // them, rather than the whole pod, keeps such admissions at half the cost
 // (BenchmarkPodInjector, computed).
 func decodeAppResources(v *headView, pod *corev1.Pod) error {
