@@ -4,7 +4,6 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -650,7 +649,7 @@ type SidecarSetStatus struct {
 type RecreatingWorkload struct {
 	// UID is the UID of the Pod's controller (a ReplicaSet, StatefulSet, ...).
 	// +kubebuilder:validation:MaxLength=128
-	UID types.UID `json:"uid"`
+	UID string `json:"uid"`
 	// EvictedAt is when the rollout evicted the workload's Pod; progressDeadlineSeconds counts
 	// from it.
 	EvictedAt metav1.Time `json:"evictedAt"`

@@ -490,17 +490,6 @@ func (d distrust) warnings() []string {
 	return out
 }
 
-// of is what was left out of the record of the named set.
-func (d distrust) of(set string) []string {
-	var out []string
-	for _, e := range d {
-		if e.set == set {
-			out = append(out, e.detail)
-		}
-	}
-	return out
-}
-
 func containerNames(list []appsv1alpha1.SidecarContainer) sets.Set[string] {
 	out := sets.New[string]()
 	for i := range list {

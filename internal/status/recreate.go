@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -52,7 +51,7 @@ func workloadRecreating(evictedAt time.Time, now time.Time, unavailable bool) bo
 func RecreatingFromStatus(list []appsv1alpha1.RecreatingWorkload) map[string]time.Time {
 	out := make(map[string]time.Time, len(list))
 	for _, w := range list {
-		out[string(w.UID)] = w.EvictedAt.Time
+		out[w.UID] = w.EvictedAt.Time
 	}
 	return out
 }
@@ -65,7 +64,7 @@ func RecreatingStatus(recreating map[string]time.Time) []appsv1alpha1.Recreating
 	}
 	out := make([]appsv1alpha1.RecreatingWorkload, 0, len(recreating))
 	for _, uid := range slices.Sorted(maps.Keys(recreating)) {
-		out = append(out, appsv1alpha1.RecreatingWorkload{UID: types.UID(uid), EvictedAt: metav1.NewTime(recreating[uid].Truncate(time.Second))})
+		out = append(out, appsv1alpha1.RecreatingWorkload{UID: uid, EvictedAt: metav1.NewTime(recreating[uid].Truncate(time.Second))})
 	}
 	return out
 }
