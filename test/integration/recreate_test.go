@@ -139,6 +139,14 @@ func TestRolloutHaltsWhenRecreatedPodsDoNotComeBack(t *testing.T) {
 		s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}
 	})
 	eventually(t, "the first pod to be evicted", func() (bool, string) { return gone(t, first), "still there" })
+	// The eviction is in the API, not only in the operator's memory: a restarted operator or a
+	// new leader reads it back (and the status reconciler's own writes keep it).
+	eventually(t, "status.recreating to hold the evicted pod's ReplicaSet", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		ok := len(cur.Status.Recreating) == 1 && cur.Status.Recreating[0].UID == string(web.UID) && !cur.Status.Recreating[0].EvictedAt.IsZero()
+		return ok, fmt.Sprintf("status.recreating %+v (ReplicaSet web %s)", cur.Status.Recreating, web.UID)
+	})
 	// The ReplicaSet's controller (not run here) makes a replacement that never becomes ready.
 	replacement := ownedPod(ns, "a-web-1", "halt", &web)
 	replacement.Spec.Containers[0].Image = "registry.example/app:broken"
