@@ -23,7 +23,7 @@ import (
 // RevisionReconciler stores each SidecarSet's content as a ControllerRevision in the
 // operator's namespace, numbered in order, and prunes revisions past the set's history limit
 // that no Pod still records (the rollout needs the content a Pod was injected with to tell a
-// sidecar edited since from ours).
+// sidecar edited since from ours) and that the set does not pin (new Pods get it).
 type RevisionReconciler struct {
 	// Client reads SidecarSets and revisions from the manager's cache, and writes revisions.
 	Client client.Client

@@ -40,7 +40,8 @@ type Plan struct {
 // content is stored, as the newest revision, with at most the history limit of older ones.
 // existing are the set's revisions (other sets' are ignored); they are not modified. inUse are
 // the hashes that Pods the set selects record: their revisions are never pruned, so a rollout
-// can always tell a sidecar edited since injection (the history limit counts the others).
+// can always tell a sidecar edited since injection. Nor is the revision the set pins
+// (spec.injectionStrategy.revision): new Pods get it. The history limit counts the others.
 func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.ControllerRevision, inUse func(hash string) bool) Plan {
 	set := c.Set
 	var mine []*appsv1.ControllerRevision
@@ -61,28 +62,49 @@ func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.Contro
 		next = mine[len(mine)-1].Revision + 1
 	}
 	i := slices.IndexFunc(mine, func(r *appsv1.ControllerRevision) bool { return r.Name == p.Current })
+	var current *appsv1.ControllerRevision // as it is once p is applied
 	switch {
 	case i < 0:
 		p.Create = newRevision(set, c.Hash, namespace, next)
+		current = p.Create
 	case i < len(mine)-1:
 		p.Renumber = mine[i].DeepCopy()
 		p.Renumber.Revision = next
+		current = p.Renumber
+	default:
+		current = mine[i]
 	}
 	if i >= 0 {
 		mine = slices.Delete(mine, i, i+1)
 	}
+	p.Delete = prune(set, mine, current, inUse)
+	return p
+}
+
+// prune names the revisions of older (the set's, oldest first, the current one left out)
+// beyond the set's history limit, oldest first. It keeps, and does not count, the revision the
+// set pins, as the pin resolves once current is stored (a pin by custom version follows the
+// newest revision with that version, which may then be current), and the revisions inUse
+// says Pods record. inUse is asked only when the history is over the limit.
+func prune(set *appsv1alpha1.SidecarSet, older []*appsv1.ControllerRevision, current *appsv1.ControllerRevision, inUse func(hash string) bool) []string {
 	limit := DefaultHistoryLimit
 	if set.Spec.RevisionHistoryLimit != nil {
 		limit = int(*set.Spec.RevisionHistoryLimit)
 	}
-	if len(mine) > limit && inUse != nil {
-		mine = slices.DeleteFunc(mine, func(r *appsv1.ControllerRevision) bool { return inUse(r.Labels[appsv1alpha1.RevisionHashLabel]) })
+	// Pruned, the pinned revision would be "not stored", and every new Pod would get the
+	// current spec: the pin undone by the operator itself.
+	if pinned := Pinned(set, append(slices.Clone(older), current)); pinned != nil {
+		older = slices.DeleteFunc(older, func(r *appsv1.ControllerRevision) bool { return r == pinned })
 	}
-	for len(mine) > limit {
-		p.Delete = append(p.Delete, mine[0].Name)
-		mine = mine[1:]
+	if len(older) > limit && inUse != nil {
+		older = slices.DeleteFunc(older, func(r *appsv1.ControllerRevision) bool { return inUse(r.Labels[appsv1alpha1.RevisionHashLabel]) })
 	}
-	return p
+	var out []string
+	for len(older) > limit {
+		out = append(out, older[0].Name)
+		older = older[1:]
+	}
+	return out
 }
 
 // newRevision stores set's current content. It is owned by the SidecarSet, so it goes when

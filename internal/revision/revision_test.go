@@ -210,3 +210,66 @@ func TestReconcileKeepsRecordedRevisions(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileKeepsPinnedRevision: the revision the set pins (spec.injectionStrategy.revision,
+// by name or custom version) is never pruned while the set pins it, even when no Pod records it
+// any more (the running Pods rolled to the current spec, which is what a pin is for); pruned, it
+// would leave every new Pod with the current spec. The history limit counts only the others.
+func TestReconcileKeepsPinnedRevision(t *testing.T) {
+	name := func(image string) string { return Name("agent", compiled(t, image, nil).Hash) }
+	tests := []struct {
+		name       string
+		ref        *appsv1alpha1.RevisionRef
+		current    string // the set's image; its custom-version label is "v" + image
+		limit      int32
+		wantDelete []string
+	}{
+		{name: "pinned by name, Always", ref: &appsv1alpha1.RevisionRef{Name: name("1")}, current: "4", limit: 1,
+			wantDelete: []string{name("2")}},
+		{name: "pinned by custom version, Partial", ref: &appsv1alpha1.RevisionRef{CustomVersion: "v1", Policy: appsv1alpha1.RevisionPolicyPartial},
+			current: "4", limit: 1, wantDelete: []string{name("2")}},
+		{name: "limit 0 keeps the pin alone", ref: &appsv1alpha1.RevisionRef{Name: name("2")}, current: "4", limit: 0,
+			wantDelete: []string{name("1"), name("3")}},
+		{name: "a pin on the current revision keeps no other", ref: &appsv1alpha1.RevisionRef{CustomVersion: "v3"}, current: "3", limit: 0,
+			wantDelete: []string{name("1"), name("2")}},
+		{name: "a pin that resolves to nothing keeps no other", ref: &appsv1alpha1.RevisionRef{CustomVersion: "v7"}, current: "4", limit: 1,
+			wantDelete: []string{name("1"), name("2")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compiled(t, tt.current, ptr.To(tt.limit))
+			c.Set.Spec.InjectionStrategy.Revision = tt.ref
+			pinned := Pinned(c.Set, storedPtrs(t, 3))
+			p := Reconcile(c, "ops", stored(t, 3), func(string) bool { return false })
+			if pinned != nil && pinned.Name != p.Current && slices.Contains(p.Delete, pinned.Name) {
+				t.Errorf("Reconcile deletes %s, the revision spec.injectionStrategy.revision pins (Delete = %v): new pods then get the current spec", pinned.Name, p.Delete)
+			}
+			if !slices.Equal(p.Delete, tt.wantDelete) {
+				t.Errorf("Delete = %v, want %v", p.Delete, tt.wantDelete)
+			}
+		})
+	}
+}
+
+// TestReconcileFollowsPinByCustomVersion: a pin by custom version resolves to the newest
+// revision with that version; once the current content carries it (stored anew, or renumbered
+// by a rollback), the older revisions with that version are ordinary history.
+func TestReconcileFollowsPinByCustomVersion(t *testing.T) {
+	existing := stored(t, 3)
+	existing[0].Labels[appsv1alpha1.CustomVersionLabel] = "stable" // images 1 and 2 both "stable"
+	existing[1].Labels[appsv1alpha1.CustomVersionLabel] = "stable"
+	c := compiled(t, "1", ptr.To[int32](0)) // back to image 1: renumbered, the newest "stable"
+	c.Set.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable"}
+	p := Reconcile(c, "ops", existing, nil)
+	want := []string{Name("agent", compiled(t, "2", nil).Hash), Name("agent", compiled(t, "3", nil).Hash)}
+	if p.Renumber == nil || !slices.Equal(p.Delete, want) {
+		t.Errorf("Renumber %v, Delete = %v; want the current renumbered and %v deleted", p.Renumber != nil, p.Delete, want)
+	}
+	c = compiled(t, "4", ptr.To[int32](0)) // new content: image 2 is the newest "stable"
+	c.Set.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable"}
+	p = Reconcile(c, "ops", existing, nil)
+	want = []string{Name("agent", compiled(t, "1", nil).Hash), Name("agent", compiled(t, "3", nil).Hash)}
+	if !slices.Equal(p.Delete, want) {
+		t.Errorf("Delete = %v, want %v (image 2's revision, the newest stable, kept)", p.Delete, want)
+	}
+}

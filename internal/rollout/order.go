@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,13 +87,32 @@ func trailingNumber(value string) int64 {
 	return n
 }
 
-// sortPods orders idx (indices into pods) as the rollout takes them: unavailable Pods first,
+// sorter orders lists of the same Pods under one Order (ComputeWaits sorts three): the scatter
+// terms, and how many Pods each names, are worked out once.
+type sorter struct {
+	o     Order
+	pods  []Pod
+	ranks []rank // by index into pods, for the Pods of the lists sorted
+	// scatter is nil when the Order has no scatter terms.
+	scatter *scatterIndex
+}
+
+// sorter prepares o for lists of indices into pods.
+func (o Order) sorter(pods []Pod) *sorter {
+	s := &sorter{o: o, pods: pods, ranks: make([]rank, len(pods))}
+	if len(o.Scatter) > 0 {
+		s.scatter = newScatterIndex(o.Scatter, pods)
+	}
+	return s
+}
+
+// sort orders idx (indices into the Pods) as the rollout takes them: unavailable Pods first,
 // then by priority, then by namespace/name; then, within each run of equal availability and
 // priority, the scatter terms spread the Pods they name.
-func (o Order) sortPods(pods []Pod, idx []int) {
-	ranks := make(map[int]rank, len(idx))
+func (s *sorter) sort(idx []int) {
+	pods := s.pods
 	for _, i := range idx {
-		ranks[i] = o.rankOf(pods[i].Labels)
+		s.ranks[i] = s.o.rankOf(pods[i].Labels)
 	}
 	class := func(a, b int) int {
 		if pods[a].Available != pods[b].Available {
@@ -103,7 +121,7 @@ func (o Order) sortPods(pods []Pod, idx []int) {
 			}
 			return -1
 		}
-		return compareRanks(ranks[a], ranks[b])
+		return compareRanks(s.ranks[a], s.ranks[b])
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		if c := class(a, b); c != 0 {
@@ -111,165 +129,17 @@ func (o Order) sortPods(pods []Pod, idx []int) {
 		}
 		return strings.Compare(pods[a].Key, pods[b].Key)
 	})
-	if len(o.Scatter) == 0 {
+	if s.scatter == nil {
 		return
 	}
-	terms := o.expand(pods)
 	for start := 0; start < len(idx); {
 		end := start + 1
 		for end < len(idx) && class(idx[start], idx[end]) == 0 {
 			end++
 		}
 		if end-start > 2 {
-			copy(idx[start:end], scatter(pods, idx[start:end], terms))
+			s.scatter.spread(idx[start:end])
 		}
 		start = end
 	}
-}
-
-// expand replaces each term of value "*" by one term per value of its key among the Pods that
-// are not being deleted, in the order of the values; duplicates are dropped.
-func (o Order) expand(pods []Pod) []ScatterTerm {
-	var out []ScatterTerm
-	add := func(t ScatterTerm) {
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	for _, t := range o.Scatter {
-		if t.Value != AnyValue {
-			add(t)
-			continue
-		}
-		var values []string
-		for _, p := range pods {
-			if v, ok := p.Labels[t.Key]; ok && !p.Terminating {
-				values = append(values, v)
-			}
-		}
-		slices.Sort(values)
-		for _, v := range slices.Compact(values) {
-			add(ScatterTerm{Key: t.Key, Value: v})
-		}
-	}
-	return out
-}
-
-// matches reports whether the Pod carries the term's label.
-func (t ScatterTerm) matches(p Pod) bool {
-	v, ok := p.Labels[t.Key]
-	return ok && v == t.Value
-}
-
-// scatter spreads, term after term, the Pods of idx each term names over idx. With several
-// terms, those naming more of these Pods go first (ties keep their order), and terms naming
-// none are dropped.
-func scatter(pods []Pod, idx []int, terms []ScatterTerm) []int {
-	if len(terms) > 1 {
-		count := map[ScatterTerm]int{}
-		var named []ScatterTerm
-		for _, t := range terms {
-			for _, i := range idx {
-				if t.matches(pods[i]) {
-					count[t]++
-				}
-			}
-			if count[t] > 0 {
-				named = append(named, t)
-			}
-		}
-		slices.SortStableFunc(named, func(a, b ScatterTerm) int { return cmp.Compare(count[b], count[a]) })
-		terms = named
-	}
-	out := slices.Clone(idx)
-	for _, t := range terms {
-		out = scatterTerm(pods, out, t)
-	}
-	return out
-}
-
-// scatterTerm spreads the Pods of idx that t names among the others. The Pods are cut into
-// groups, each of a few named Pods followed by a few others, sized so that the named Pods are
-// as dense in the order as they are among all the set's Pods (or among idx, when they are
-// denser there); the last named Pod goes last. It is OpenKruise's scatter, so that a set moved
-// from it rolls in the same order.
-func scatterTerm(pods []Pod, idx []int, t ScatterTerm) []int {
-	var named, others []int
-	for _, i := range idx {
-		if t.matches(pods[i]) {
-			named = append(named, i)
-		} else {
-			others = append(others, i)
-		}
-	}
-	if len(named) <= 1 || len(others) <= 1 {
-		return idx
-	}
-	// The density of the named Pods among all the set's Pods.
-	totalNamed, totalOthers := 0, 0
-	for _, p := range pods {
-		switch {
-		case p.Terminating:
-		case t.matches(p):
-			totalNamed++
-		default:
-			totalOthers++
-		}
-	}
-	last := named[len(named)-1]
-	named = named[:len(named)-1]
-	g := groupsFor(totalNamed-1, totalOthers, len(named), len(others))
-	out := make([]int, 0, len(idx))
-	out = append(out, others[:g.lead]...)
-	others = others[g.lead:]
-	for range g.n {
-		named, out = move(named, out, g.named)
-		others, out = move(others, out, g.others)
-	}
-	out = append(append(append(out, named...), others...), last)
-	return out
-}
-
-// move moves the first n items of src (all of them when fewer) to the end of dst.
-func move(src, dst []int, n int) ([]int, []int) {
-	n = min(n, len(src))
-	return src[n:], append(dst, src[:n]...)
-}
-
-// groups is how scatterTerm cuts the Pods: lead others first, then n groups of named named
-// Pods and others others.
-type groups struct {
-	n, named, others, lead int
-}
-
-// evenGroups cuts named and others Pods into as many groups as the smaller of the two, each
-// group's share rounded to the nearest (halves up).
-func evenGroups(named, others int) groups {
-	n := min(named, others)
-	if n == 0 {
-		return groups{}
-	}
-	return groups{n: n, named: int(math.Round(float64(named) / float64(n))), others: int(math.Round(float64(others) / float64(n)))}
-}
-
-// groupsFor sizes the groups of the Pods to update (named and others of them) from the
-// density of the named Pods among all the set's Pods (totalNamed, totalOthers): when the
-// named Pods to update are at least as dense as in the set, they are spread evenly over the
-// Pods to update; when they are sparser, the groups keep the set's proportions, and the others
-// that no group takes lead.
-func groupsFor(totalNamed, totalOthers, named, others int) groups {
-	// others/named <= totalOthers/totalNamed, without rounding.
-	if totalOthers*named >= others*totalNamed {
-		return evenGroups(named, others)
-	}
-	total := evenGroups(totalNamed, totalOthers)
-	if total.n == 0 {
-		// Cannot happen (the set's Pods include those to update), but a division by zero
-		// must not be what tells.
-		return evenGroups(named, others)
-	}
-	g := groups{named: total.named, others: total.others}
-	g.n = min(named/g.named, others/g.others)
-	g.lead = others - g.n*g.others
-	return g
 }

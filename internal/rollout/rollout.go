@@ -221,9 +221,10 @@ func ComputeWaits(pods []Pod, s Strategy) (Plan, []Wait, error) {
 			todo = append(todo, i)
 		}
 	}
-	s.Order.sortPods(pods, todo)
-	s.Order.sortPods(pods, remedy)
-	s.Order.sortPods(pods, resize)
+	order := s.Order.sorter(pods)
+	order.sort(todo)
+	order.sort(remedy)
+	order.sort(resize)
 	quota := max(0, injected-p.Keep-p.Updated)
 	p.Order = slices.Concat(resize, todo[:min(quota, len(todo))], remedy, todo[min(quota, len(todo)):])
 	restarting, held, recreating := p.Restarting, map[string]bool{}, map[string]bool{}
