@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/refusals"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
@@ -35,6 +37,9 @@ import (
 // reconciler stores. It is driven only by watches: SidecarSet spec changes, Pod and Namespace
 // events mapped to exactly the SidecarSets they affect, and the other reconcilers' word.
 type StatusReconciler struct {
+	// RefusalQuiet is how long after the webhook's latest refusal a set's Refusing condition
+	// turns False (refusals.QuietPeriod when zero).
+	RefusalQuiet time.Duration
 	// Client reads from the manager's cache (Pods there are only opted-in ones) and writes
 	// SidecarSet status.
 	Client client.Client
@@ -95,9 +100,14 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// status.recreating is the rollout's to write (see RolloutReconciler.storeRecreating): the
 	// merge patch below never changes it.
 	want.Recreating = set.Status.Recreating
+	// status.refusals: each replica's webhook writes its own entry (internal/refusals); the
+	// entries older than the quiet period go, and Refusing says what the others hold.
+	var recheck time.Duration
+	want.Refusals, recheck = status.WithRefusals(&want.Conditions, set.Status.Conditions, set.Status.Refusals, set.Generation,
+		r.now(), cmp.Or(r.RefusalQuiet, refusals.QuietPeriod))
 	export(set.Name, &want)
 	if !r.lastWrites.mustWrite(&set, &set.Status, &want) {
-		return ctrl.Result{}, readErr
+		return ctrl.Result{RequeueAfter: recheck}, readErr
 	}
 	// Writing later writes what is current then: the counts go on changing in the meantime.
 	if wait := r.lastWrites.waitBeforeWrite(set.Name, time.Now(), r.statusInterval()); wait > 0 {
@@ -114,7 +124,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	r.lastWrites.recordWrite(updated, time.Now())
 	r.recordStatusEvents(updated, &set.Status, &want)
-	return ctrl.Result{}, readErr
+	return ctrl.Result{RequeueAfter: recheck}, readErr
 }
 
 // compute returns the status the SidecarSet should have, and what went wrong on the way (the

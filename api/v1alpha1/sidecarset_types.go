@@ -633,6 +633,17 @@ type SidecarSetStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Workloads being recreated",xDescriptors="urn:alm:descriptor:text"
 	Recreating []RecreatingWorkload `json:"recreating,omitempty"`
 
+	// Refusals are the pods the pod webhook refused because of this SidecarSet, one entry per
+	// operator replica that refused any (each replica writes only its own, by server-side
+	// apply), in the current episode: an entry starts afresh when its replica refuses a pod
+	// after a quiet period. The Refusing condition sums them up.
+	// +optional
+	// +listType=map
+	// +listMapKey=replica
+	// +kubebuilder:validation:MaxItems=64
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pods refused",xDescriptors="urn:alm:descriptor:text"
+	Refusals []ReplicaRefusals `json:"refusals,omitempty"`
+
 	// Conditions are the latest observations: Ready (the summary), Paused, PodsUpdated and
 	// PodsReady; RollingUpdate for updateStrategy RollingUpdate; Conflict while one lasts;
 	// Invalid when the spec cannot be used; PolicyCompiled in policy mode.
@@ -641,6 +652,38 @@ type SidecarSetStatus struct {
 	// +listMapKey=type
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors="urn:alm:descriptor:io.kubernetes.conditions"
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ReplicaRefusals is what one operator replica's pod webhook refused because of a SidecarSet.
+type ReplicaRefusals struct {
+	// Replica is the operator replica (its pod's name) that refused the pods.
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica"`
+	// Count is how many pod creations it refused since Since.
+	Count int64 `json:"count"`
+	// Since is when it refused the first of them.
+	Since metav1.Time `json:"since"`
+	// Last is when it refused the latest.
+	Last metav1.Time `json:"last"`
+	// Reason is why it refused the latest, from the engine's catalog of refusal reasons
+	// (ContainerClash, PortClash, LimitRange, ...; see docs/concepts.md).
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// Message is the latest refusal's message, as the pod's creator read it: it names the
+	// SidecarSet, the field and the fix, never the pod.
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message"`
+	// Namespaces are the namespaces of the refused pods, the most recent first (at most 10).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Workloads are the refused pods' controllers as namespace/Kind/name, the most recent first
+	// (at most 10); a pod without a controller is not listed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=400
+	Workloads []string `json:"workloads,omitempty"`
 }
 
 // RecreatingWorkload is a workload the rolling update evicted a Pod of, identified by its
@@ -719,6 +762,13 @@ const (
 	// and never names a Pod, as anyone who may read SidecarSets reads it; each such Pod gets a
 	// PodNotUpdatable event saying why).
 	ConditionRollingUpdate = "RollingUpdate"
+	// ConditionRefusing is True while the pod webhook refuses pods this SidecarSet selects (a
+	// clash with the pods' containers, ports or volumes, a LimitRange, a pod's override; see
+	// status.refusals): its reason is the latest refusal's, from the engine's catalog, and its
+	// message counts the pods and names the namespaces and workloads. It turns False (reason
+	// NoRecentRefusals) once no pod was refused for 10 minutes. It does not change Ready: the
+	// set still injects the pods it does not refuse.
+	ConditionRefusing = "Refusing"
 	// ConditionReady summarises the others for `kubectl wait --for=condition=Ready`, GitOps tools
 	// and kstatus: True (reason Injecting, or InjectionPaused) when the set is valid, injects
 	// (no conflict stops it) and has no rolling update left to do; False with reason Invalid,

@@ -58,7 +58,7 @@ func Apply(in Input) (*Result, error) {
 	pod := in.Pod
 	old, err := ParseRecords(pod.Annotations)
 	if err != nil {
-		return nil, &RefusedError{Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
+		return nil, &RefusedError{Reason: ReasonUnreadableRecord, Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]", Detail: err.Error()}
 	}
 	res := &Result{pod: pod, Records: Records{}}
 	old, distrusted := trustRecords(old, in.setByName, in.AllowedAnnotations)
@@ -279,7 +279,7 @@ func (b *builder) addContainer(set *CompiledSet, field string, i int, sc *appsv1
 	name := sc.Name
 	path := fmt.Sprintf("%s[%d].name", field, i)
 	if other, ok := b.containerOwner[name]; ok {
-		return false, &RefusedError{SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
+		return false, &RefusedError{Reason: ReasonContainerClash, SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
 			"SidecarSet %q also injects a container named %q into this pod; a pod's container names must be unique, so rename the container in one of the two SidecarSets or make their selectors disjoint", other, name)}
 	}
 	init := into == &b.initContainers
@@ -293,7 +293,7 @@ func (b *builder) addContainer(set *CompiledSet, field string, i int, sc *appsv1
 			b.containerOwner[name] = set.Name()
 			return false, nil
 		}
-		return false, &RefusedError{SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
+		return false, &RefusedError{Reason: ReasonContainerClash, SidecarSet: set.Name(), Field: path, Detail: fmt.Sprintf(
 			"the pod already has %s named %q with a different definition; the sidecar would replace it, so rename the pod's %s or the sidecar", article(list), name, list)}
 	}
 	if err := b.checkHostNetworkPorts(set, field, i, rendered); err != nil {
@@ -369,7 +369,7 @@ func (b *builder) addVolumes(set *CompiledSet, rec Record) ([]string, error) {
 	// What is left must be a volume of the Pod's own (a shared or deliberately mounted one).
 	for _, name := range sets.List(needed) {
 		if b.podVolume(name) == nil {
-			return nil, &RefusedError{SidecarSet: set.Name(), Field: "spec.volumes", Detail: fmt.Sprintf(
+			return nil, &RefusedError{Reason: ReasonVolumeClash, SidecarSet: set.Name(), Field: "spec.volumes", Detail: fmt.Sprintf(
 				"an injected container mounts volume %q, which neither the SidecarSet nor the pod defines; add it to spec.volumes of the SidecarSet", name)}
 		}
 	}
@@ -402,14 +402,14 @@ func (b *builder) addVolume(set *CompiledSet, i int, v *corev1.Volume) (bool, er
 		if sameVolume(existing, v) {
 			return false, nil
 		}
-		return false, &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+		return false, &RefusedError{Reason: ReasonVolumeClash, SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
 			"the pod already has a volume named %q with a different definition; rename the volume in the SidecarSet or in the pod", v.Name)}
 	}
 	if other, ok := b.volumeOwner[v.Name]; ok {
 		if prev := b.injectedVolume(v.Name); prev == nil || sameVolume(prev, v) {
 			return false, nil // the same volume, brought by two sets: add it once
 		}
-		return false, &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
+		return false, &RefusedError{Reason: ReasonVolumeClash, SidecarSet: set.Name(), Field: fmt.Sprintf("spec.volumes[%d].name", i), Detail: fmt.Sprintf(
 			"SidecarSet %q also injects a volume named %q into this pod with a different definition; give the two volumes different names or the same definition", other, v.Name)}
 	}
 	b.volumeOwner[v.Name] = set.Name()

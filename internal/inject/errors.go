@@ -7,6 +7,8 @@ import "fmt"
 // SidecarSets, or a status annotation it cannot read. The admission webhook denies the Pod with
 // its message, which names the SidecarSet, the field and the clash.
 type RefusedError struct {
+	// Reason says why, as data (see Reason).
+	Reason Reason
 	// SidecarSet is the SidecarSet that could not be injected; empty when the Pod itself is at
 	// fault.
 	SidecarSet string

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
@@ -107,12 +108,16 @@ func assertIdempotent(t testing.TB, first *inject.Result, again inject.Input) {
 	}
 }
 
-// requireRefused fails unless err is a *RefusedError, and returns it.
+// requireRefused fails unless err is a *RefusedError with a Reason of the catalog, and
+// returns it.
 func requireRefused(t testing.TB, err error) *inject.RefusedError {
 	t.Helper()
 	var refused *inject.RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("Apply failed with %T (%v), want only *inject.RefusedError", err, err)
+	}
+	if !slices.Contains(inject.Reasons, refused.Reason) {
+		t.Fatalf("refusal %q has reason %q, which is not in inject.Reasons", refused.Error(), refused.Reason)
 	}
 	return refused
 }

@@ -170,7 +170,7 @@ func (b *builder) checkContainerBounds(set *CompiledSet, s limitedSidecar) error
 			field = fmt.Sprintf("%s.%s", s.field, f)
 		}
 		from := b.defaultedBy(s, br.kind, br.resource)
-		return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
+		return &RefusedError{Reason: ReasonLimitRange, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 			"sidecar %q breaks LimitRange %s of namespace %s (%s): the API server would refuse the pod; %s",
 			s.name, lr.Name, lr.Namespace, br.why(s.defaulted, "container", from), br.fix("the sidecar's", listOf(s.declared, br.kind), from))}
 	}
@@ -200,7 +200,7 @@ func (b *builder) checkDefaultedResources(set *CompiledSet, s limitedSidecar) er
 		if from == nil {
 			continue // cannot happen: the value is there, so a LimitRange gave it
 		}
-		return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("%s.resources.%s[%s]", s.field, kind, n), Detail: fmt.Sprintf(
+		return &RefusedError{Reason: ReasonLimitRange, SidecarSet: set.Name(), Field: fmt.Sprintf("%s.resources.%s[%s]", s.field, kind, n), Detail: fmt.Sprintf(
 			"sidecar %q is invalid with the %s %s that LimitRange %s of namespace %s gives it by default (%s): the API server would refuse the pod; set the sidecar's %s %s, or change the LimitRange",
 			s.name, n, kind, from.Name, from.Namespace, errs[0].Error(), n, kind)}
 	}
@@ -267,7 +267,7 @@ func (b *builder) checkPodLimitRanges(set *CompiledSet, rec Record, sidecars []l
 				}
 			}
 			totals := podTotals(with)
-			return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
+			return &RefusedError{Reason: ReasonLimitRange, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 				"with this SidecarSet's sidecars, given the namespace's LimitRange defaults, the pod breaks LimitRange %s of namespace %s (%s): the API server would refuse the pod; lower the sidecars' %s %s (set them where a LimitRange default gives them), or change the LimitRange",
 				lr.Name, lr.Namespace, br.why(*totals, "pod", ""), br.resource, br.kind)}
 		}

@@ -154,13 +154,13 @@ func (b *builder) patchMetadata(set *CompiledSet, rec *Record) error {
 			v := p.Annotations[k]
 			if o, ok := b.annotationOwner[k]; ok && o.set != set.Name() && o.policy != "" {
 				if o.value != v || o.policy != policy {
-					return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.patchPodMetadata[%d].annotations[%s]", i, k), Detail: fmt.Sprintf(
+					return &RefusedError{Reason: ReasonAnnotationClash, SidecarSet: set.Name(), Field: fmt.Sprintf("spec.patchPodMetadata[%d].annotations[%s]", i, k), Detail: fmt.Sprintf(
 						"SidecarSet %q also patches annotation %q into this pod with a different value or policy; give both the same value and policy, or make their selectors disjoint", o.set, k)}
 				}
 			}
 			next, patch, err := patchedValue(b.annotations, k, v, policy)
 			if err != nil {
-				return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.patchPodMetadata[%d].annotations[%s]", i, k), Detail: err.Error()}
+				return &RefusedError{Reason: ReasonAnnotationClash, SidecarSet: set.Name(), Field: fmt.Sprintf("spec.patchPodMetadata[%d].annotations[%s]", i, k), Detail: err.Error()}
 			}
 			b.annotationOwner[k] = patchOwner{set: set.Name(), value: v, policy: policy}
 			if !patch {

@@ -177,7 +177,7 @@ func (b *builder) checkOverrideValues(set *CompiledSet) error {
 			continue
 		}
 		if why := o.check(value); why != "" {
-			return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("spec.overrides[%d]", o.index), Detail: fmt.Sprintf(
+			return &RefusedError{Reason: ReasonOverride, SidecarSet: set.Name(), Field: fmt.Sprintf("spec.overrides[%d]", o.index), Detail: fmt.Sprintf(
 				"the pod's annotation %s is %s, which the SidecarSet does not allow for %s of container %q: %s; change or remove the annotation",
 				o.Annotation, strconv.Quote(value), o.Field, o.Container, why)}
 		}
@@ -293,7 +293,7 @@ func (b *builder) checkOverriddenLimits(set *CompiledSet, name string, applied m
 		if len(by) == 0 {
 			continue // not the overrides' doing: the API server's message says it
 		}
-		return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
+		return &RefusedError{Reason: ReasonOverride, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 			"with the pod's annotation %s, container %q would request %s of %s, above its limit of %s; a request must not exceed the limit, so change the annotation (or set the limit too, where the SidecarSet allows it)",
 			strings.Join(by, ", "), name, req.String(), res, limit.String())}
 	}

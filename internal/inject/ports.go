@@ -29,7 +29,7 @@ func (b *builder) checkHostNetworkPorts(set *CompiledSet, field string, i int, s
 		if p.HostPort != 0 {
 			continue
 		}
-		return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+		return &RefusedError{Reason: ReasonPortClash, SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
 			"the pod uses the host's network, where Kubernetes makes container port %d/%s the node's port %d too, so every pod this SidecarSet injects on a node would claim it: set hostPort: %d on the sidecar's port if it is meant to bind the node's port (one such pod per node), or keep host-network pods out of the SidecarSet's selector",
 			p.ContainerPort, protocol(p), p.ContainerPort, p.ContainerPort)}
 	}
@@ -55,7 +55,7 @@ func (b *builder) checkPorts(set *CompiledSet, field string, i int, sc *appsv1al
 		path := fmt.Sprintf("%s[%d].ports[%d]", field, i, pi)
 		for _, r := range running {
 			if slices.ContainsFunc(r.container.Ports, func(q corev1.ContainerPort) bool { return samePort(&q, p) }) {
-				return &RefusedError{SidecarSet: set.Name(), Field: path + ".containerPort", Detail: fmt.Sprintf(
+				return &RefusedError{Reason: ReasonPortClash, SidecarSet: set.Name(), Field: path + ".containerPort", Detail: fmt.Sprintf(
 					"%s already declares container port %d/%s; the containers of a pod share one network, so only one of them can listen on it: change the sidecar's containerPort, or keep such pods out of the SidecarSet's selector",
 					r.who, p.ContainerPort, protocol(p))}
 			}
@@ -68,7 +68,7 @@ func (b *builder) checkPorts(set *CompiledSet, field string, i int, sc *appsv1al
 				continue
 			}
 			if why, first := sidecarComesFirst(init, before, r.init); first {
-				return &RefusedError{SidecarSet: set.Name(), Field: path + ".name", Detail: fmt.Sprintf(
+				return &RefusedError{Reason: ReasonPortClash, SidecarSet: set.Name(), Field: path + ".name", Detail: fmt.Sprintf(
 					"%s already declares a port named %q and the sidecar comes before it (%s), so lookups of the port by name would reach the sidecar instead of the app: rename the sidecar's port",
 					r.who, p.Name, why)}
 			}
@@ -169,7 +169,7 @@ func (b *builder) checkHostPorts(set *CompiledSet, field string, i int, sidecar 
 		}
 		key := podrules.HostPortKey(p)
 		if holder, ok := holders[key]; ok {
-			return &RefusedError{SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
+			return &RefusedError{Reason: ReasonPortClash, SidecarSet: set.Name(), Field: fmt.Sprintf("%s[%d].ports[%d].hostPort", field, i, pi), Detail: fmt.Sprintf(
 				"%s already binds host port %s; a host port can be bound once per pod, so change or remove the sidecar's hostPort or the other one", holder, key)}
 		}
 	}

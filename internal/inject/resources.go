@@ -52,7 +52,7 @@ func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
 			}
 		}
 	}
-	return &RefusedError{SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
+	return &RefusedError{Reason: ReasonPodResources, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits",
 		cause.Error())}
 }

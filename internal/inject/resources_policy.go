@@ -327,7 +327,7 @@ func (p *resourcesPolicy) compute(targets []*corev1.Container, field string) (co
 			}
 			q, err := l.exprs[name].Eval(v)
 			if err != nil {
-				return out, &RefusedError{Field: fmt.Sprintf("%s.resourcesPolicy.resourcesExpr.%s[%s]", field, l.kind, name), Detail: fmt.Sprintf(
+				return out, &RefusedError{Reason: ReasonResourcesPolicy, Field: fmt.Sprintf("%s.resourcesPolicy.resourcesExpr.%s[%s]", field, l.kind, name), Detail: fmt.Sprintf(
 					"for this pod (%s = %s, the %s of the %s of containers %s): %v; change the expression or the app containers' resources",
 					name, strconv.FormatFloat(v, 'g', -1, 64), p.mode(), l.kind, quotedNames(targets), err)}
 			}
@@ -340,7 +340,7 @@ func (p *resourcesPolicy) compute(targets []*corev1.Container, field string) (co
 	for _, name := range slices.Sorted(mapsKeys(out.Requests)) {
 		request := out.Requests[name]
 		if limit, ok := out.Limits[name]; ok && request.Cmp(limit) > 0 {
-			return out, &RefusedError{Field: fmt.Sprintf("%s.resourcesPolicy.resourcesExpr.requests[%s]", field, name), Detail: fmt.Sprintf(
+			return out, &RefusedError{Reason: ReasonResourcesPolicy, Field: fmt.Sprintf("%s.resourcesPolicy.resourcesExpr.requests[%s]", field, name), Detail: fmt.Sprintf(
 				"for this pod the computed %s request (%s) is above the computed limit (%s); a request must not exceed its limit, so change the expressions",
 				name, request.String(), limit.String())}
 		}
@@ -401,7 +401,7 @@ func (b *builder) withPolicyResources(set *CompiledSet, field string, sc *appsv1
 func (c *CompiledSet) policyResources(p *resourcesPolicy, pod *corev1.Pod, field string, injected func(string, bool) bool) (corev1.ResourceRequirements, error) {
 	targets := policyTargets(pod, p.targets, injected, c.declares)
 	if len(targets) == 0 {
-		return corev1.ResourceRequirements{}, &RefusedError{SidecarSet: c.Name(), Field: field + ".resourcesPolicy.targetContainersNameRegex", Detail: fmt.Sprintf(
+		return corev1.ResourceRequirements{}, &RefusedError{Reason: ReasonResourcesPolicy, SidecarSet: c.Name(), Field: field + ".resourcesPolicy.targetContainersNameRegex", Detail: fmt.Sprintf(
 			"no container of the pod matches %q, so the sidecar's resources cannot be computed; change the regex, or keep the pod out of the SidecarSet's selector", TargetsRegex(p.spec))}
 	}
 	r, err := p.compute(targets, field)

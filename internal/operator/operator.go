@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"time"
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
@@ -32,6 +34,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/controllers"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/internal/refusals"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
@@ -61,6 +64,9 @@ type Options struct {
 	// (spec.patchPodMetadata), exact or `prefix/*` (--patch-pod-metadata-allowed-keys). Empty
 	// allows none: a set patching other keys injects its sidecars without them, with a warning.
 	PatchPodMetadataAllowedKeys []string
+	// RefusalQuietPeriod is how long after the webhook's latest refusal of its pods a set's
+	// Refusing condition turns False (refusals.QuietPeriod when zero; tests shorten it).
+	RefusalQuietPeriod time.Duration
 	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
 	// operator-lib's in-cluster factory when nil.
 	Conditions conditions.Factory
@@ -208,7 +214,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(mgr, store, excluded, &allowed); err != nil {
+	if err := setupWebhooks(mgr, store, excluded, &allowed, opts.RefusalQuietPeriod); err != nil {
 		return nil, err
 	}
 	var policyStates *controllers.PolicyStates
@@ -245,7 +251,7 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 	rollouts := controllers.NewRolloutStates()
 	recorder := mgr.GetEventRecorder("sidecarset-controller")
 	statusRec := &controllers.StatusReconciler{Client: mgr.GetClient(), Sets: store, Pods: pods, Rollouts: rollouts,
-		Recorder: recorder, Namespace: opts.Namespace, PolicyMode: policyMode, Policies: policyStates}
+		Recorder: recorder, Namespace: opts.Namespace, PolicyMode: policyMode, Policies: policyStates, RefusalQuiet: opts.RefusalQuietPeriod}
 	if err := statusRec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status reconciler: %w", err)
 	}
@@ -330,8 +336,15 @@ func injectionMode(mgr ctrl.Manager, mode string) (bool, error) {
 
 // setupWebhooks registers the pod injector (never injecting the excluded namespaces) and the
 // SidecarSet validator.
-func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string], allowed *inject.KeyAllowList) error {
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string], allowed *inject.KeyAllowList, quiet time.Duration) error {
 	reader := mgr.GetCache()
+	// Each replica records the pods its webhook refuses into the set's status.refusals (its own
+	// entry) and a PodRefused event on the set.
+	ledger := &refusals.Ledger{Replica: replicaName(), Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("sidecarset-injector"),
+		Quiet: quiet}
+	if err := mgr.Add(ledger); err != nil {
+		return fmt.Errorf("adding the refusal ledger: %w", err)
+	}
 	podSecurity, err := ourwebhook.NewPodSecurity()
 	if err != nil {
 		return err
@@ -344,6 +357,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 		AllowedAnnotations: allowed,
 		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
 		LimitRanges:        ourwebhook.LimitRangesFrom(reader),
+		Refusals:           ledger,
 	}
 	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath,
@@ -386,4 +400,16 @@ func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		}
 	}
 	return out
+}
+
+// replicaName names this replica in status.refusals: its pod's name (POD_NAME, from the
+// downward API in config/manager), else the host's name.
+func replicaName() string {
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		return name
+	}
+	return "sidecarset-operator"
 }

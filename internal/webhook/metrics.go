@@ -21,7 +21,8 @@ var (
 	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sidecarset_pod_decisions_total",
 		Help: "What each SidecarSet whose selector matched an opted-in pod did with it: result injected (reason Injected), " +
-			"skipped (reason AlreadyInjected, NamespaceMismatch or Paused) or denied (reason Conflict).",
+			"skipped (reason AlreadyInjected, NamespaceMismatch or Paused) or denied (reason: why the engine refused the pod, " +
+			"one of the refusal reasons in docs/concepts.md, such as ContainerClash, PortClash or LimitRange).",
 	}, []string{"sidecarset", "result", "reason"})
 )
 
@@ -41,7 +42,6 @@ const (
 	reasonUnchanged         = "AlreadyInjected"
 	reasonInjected          = "Injected"
 	reasonStripped          = "StaleInjectionRemoved"
-	reasonConflict          = "Conflict"
 	reasonDecode            = "DecodeError"
 	reasonNotReady          = "NotReady"
 	reasonNamespaceLookup   = "NamespaceLookupError"

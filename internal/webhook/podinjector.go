@@ -11,6 +11,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -63,6 +64,9 @@ type PodInjector struct {
 	PodSecurity *PodSecurity
 	// Recorder records events on SidecarSets; required with PodSecurity.
 	Recorder events.EventRecorder
+	// Refusals hears of every pod refused because of a SidecarSet (never of a dry run), so
+	// that the set's status and events say so; nil tells no one.
+	Refusals RefusalRecorder
 
 	// jsonHead decodes the pod with the API server's decoder alone (unmarshal and
 	// decodeStrict, not decodeHead and decodeMounts): what BenchmarkServeHTTP compares with.
@@ -70,6 +74,14 @@ type PodInjector struct {
 }
 
 var _ admission.Handler = &PodInjector{}
+
+// RefusalRecorder hears of the pods the webhook refuses because of a SidecarSet (see
+// internal/refusals).
+type RefusalRecorder interface {
+	// Refused: the pod of namespace, whose controller is workload (namespace/Kind/name, "" for
+	// none), was refused because of set, for reason, with message.
+	Refused(set *appsv1alpha1.SidecarSet, reason inject.Reason, message, namespace, workload string)
+}
 
 // Handle implements admission.Handler.
 func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -226,10 +238,16 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
 		Key: string(req.UID), LimitRanges: limitRanges}
 	res, err := inject.Apply(in)
+	// A dry run has no side effects (the webhook says sideEffects: None): no event, and no
+	// refusal recorded on the set.
+	dryRun := req.DryRun != nil && *req.DryRun
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
-		admissions.WithLabelValues(resultDenied, reasonConflict).Inc()
+		admissions.WithLabelValues(resultDenied, string(refused.Reason)).Inc()
 		if refused.SidecarSet != "" {
-			decisions.WithLabelValues(refused.SidecarSet, resultDenied, reasonConflict).Inc()
+			decisions.WithLabelValues(refused.SidecarSet, resultDenied, string(refused.Reason)).Inc()
+			if c, ok := setByName(refused.SidecarSet); ok && !dryRun && h.Refusals != nil {
+				h.Refusals.Refused(c.Set, refused.Reason, refused.Error(), pod.Namespace, controllerOf(req.Object.Raw, pod.Namespace))
+			}
 		}
 		return admission.Denied(refused.Error())
 	} else if err != nil {
@@ -261,8 +279,6 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 	for _, name := range res.Injected {
 		decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
-	// A dry run has no side effects (the webhook says sideEffects: None): no event.
-	dryRun := req.DryRun != nil && *req.DryRun
 	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, !dryRun)...)
 	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
@@ -329,4 +345,24 @@ func (h *PodInjector) NamespaceLimitRanges(ctx context.Context, namespace string
 		return nil, nil
 	}
 	return h.LimitRanges(ctx, namespace)
+}
+
+// controllerOf names the refused pod's controller as namespace/Kind/name, "" when it has none
+// (or its metadata cannot be read). The admission path decodes no owner references; a refusal
+// is rare enough to decode them again.
+func controllerOf(raw []byte, namespace string) string {
+	var pod struct {
+		Metadata struct {
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if unmarshal(raw, &pod) != nil {
+		return ""
+	}
+	for _, o := range pod.Metadata.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return namespace + "/" + o.Kind + "/" + o.Name
+		}
+	}
+	return ""
 }

@@ -300,7 +300,7 @@ func TestPodInjectorGuards(t *testing.T) {
 				`"containers":[{"name":"log-agent","image":"mine:1","resources":{}},{"name":"app",`, 1))
 		},
 		allowed: false, code: http.StatusForbidden, msg: `SidecarSet "log-agent" spec.containers[0].name: the pod already has a container named "log-agent"`,
-		wantMetric: [2]string{resultDenied, reasonConflict},
+		wantMetric: [2]string{resultDenied, string(inject.ReasonContainerClash)},
 	}, {
 		name:    "injected",
 		allowed: true, code: http.StatusOK,
@@ -339,7 +339,7 @@ func TestPodInjectorGuards(t *testing.T) {
 func TestPodInjectorMetrics(t *testing.T) {
 	type outcome struct{ result, reason string }
 	all := []outcome{{resultInjected, reasonInjected}, {resultSkipped, reasonNotOptedIn}, {resultSkipped, reasonNoMatch},
-		{resultSkipped, reasonUnchanged}, {resultDenied, reasonConflict}, {resultError, reasonDecode}}
+		{resultSkipped, reasonUnchanged}, {resultDenied, string(inject.ReasonContainerClash)}, {resultError, reasonDecode}}
 	injected := mustMarshal(t, optedInPod("web", nil))
 	tests := []struct {
 		name     string
@@ -359,7 +359,7 @@ func TestPodInjectorMetrics(t *testing.T) {
 		}, want: all[3], decision: outcome{resultSkipped, reasonUnchanged}},
 		{name: "denied", raw: func(*PodInjector) []byte {
 			return mustMarshal(t, optedInPod("web", map[string]string{}, corev1.Container{Name: "log-agent", Image: "other:1"}))
-		}, want: all[4], decision: outcome{resultDenied, reasonConflict}},
+		}, want: all[4], decision: outcome{resultDenied, string(inject.ReasonContainerClash)}},
 		{name: "error", raw: func(*PodInjector) []byte { return []byte("[") }, want: all[5]},
 	}
 	for _, tt := range tests {

@@ -168,7 +168,7 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 		return nil, err
 	}
 	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Conditions: upgradeable,
-		PatchPodMetadataAllowedKeys: []string{allowedAnnotationPrefix + "*"}})
+		PatchPodMetadataAllowedKeys: []string{allowedAnnotationPrefix + "*"}, RefusalQuietPeriod: refusalQuietPeriod})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +183,10 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 // allowedAnnotationPrefix is what the suite's operator lets SidecarSets patch onto pods
 // (--patch-pod-metadata-allowed-keys=integration.example.com/*).
 const allowedAnnotationPrefix = "integration.example.com/"
+
+// refusalQuietPeriod is how long after the latest refusal the suite's sets stop saying
+// Refusing (ten minutes in production).
+const refusalQuietPeriod = 12 * time.Second
 
 // operatorNamespace is the namespace config/default installs into; its Pods are never injected.
 const operatorNamespace = "sidecarset-system"
