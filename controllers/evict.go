@@ -68,7 +68,7 @@ func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, po
 		reason = "not_injected"
 	}
 	evictionsTotal.WithLabelValues(c.Name(), reason).Inc()
-	r.recordEvent(pod, corev1.EventTypeNormal, "PodEvicted", "Evict",
+	r.recordEvent(pod, "PodEvicted", "Evict",
 		"SidecarSet %s evicted the pod so that its %s %s recreates it with the current sidecars (%s)", c.Name(), owner.Kind, owner.Name,
 		map[string]string{"outdated": "its sidecars cannot change in place", "not_injected": "it never got them"}[reason])
 	return "", nil

@@ -2,9 +2,7 @@ package controllers
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -55,20 +53,17 @@ func unexport(name string) {
 func (r *StatusReconciler) recordStatusEvents(set *appsv1alpha1.SidecarSet, old, now *appsv1alpha1.SidecarSetStatus) {
 	was, is := meta.FindStatusCondition(old.Conditions, appsv1alpha1.ConditionReady), meta.FindStatusCondition(now.Conditions, appsv1alpha1.ConditionReady)
 	if is != nil && (was == nil || was.Reason != is.Reason) {
-		kind, note := corev1.EventTypeNormal, is.Message
-		if is.Status != metav1.ConditionTrue {
-			kind = corev1.EventTypeWarning
-		}
+		note := is.Message
 		// The detailed condition says more than the summary.
 		for reason, detail := range map[string]string{"Invalid": appsv1alpha1.ConditionInvalid, "StoppedByConflict": appsv1alpha1.ConditionConflict} {
 			if c := meta.FindStatusCondition(now.Conditions, detail); is.Reason == reason && c != nil {
 				note = c.Message
 			}
 		}
-		record(r.Recorder, set, kind, is.Reason, "Reconcile", "%s", note)
+		record(r.Recorder, set, is.Reason, "Reconcile", "%s", note)
 	}
 	if now.ExcludedPods > 0 && old.ExcludedPods == 0 {
-		record(r.Recorder, set, corev1.EventTypeWarning, "PodsExcluded", "Reconcile",
+		record(r.Recorder, set, "PodsExcluded", "Reconcile",
 			"%d pods the SidecarSet selects are in namespaces that are never injected (kube-system, the operator's namespace, or labelled %s=%s); they get no sidecars",
 			now.ExcludedPods, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled)
 	}

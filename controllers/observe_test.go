@@ -31,7 +31,7 @@ func TestRecordStatusEvents(t *testing.T) {
 		{"same reason, new message", ready, readyStatus(metav1.ConditionTrue, "Injecting", "other", 0), nil},
 		{"stopped by a conflict", ready, readyStatus(metav1.ConditionFalse, "StoppedByConflict", "summary", 0, conflict),
 			[]string{`Warning StoppedByConflict clashes with "mesh" on spec.containers[0].name`}},
-		{"rolling", ready, readyStatus(metav1.ConditionFalse, "RollingUpdateProgressing", "1 of 2", 0), []string{"Warning RollingUpdateProgressing 1 of 2"}},
+		{"rolling", ready, readyStatus(metav1.ConditionFalse, "RollingUpdateProgressing", "1 of 2", 0), []string{"Normal RollingUpdateProgressing 1 of 2"}},
 		{"pods excluded", ready, readyStatus(metav1.ConditionTrue, "Injecting", "valid", 2), []string{"Warning PodsExcluded 2 pods the SidecarSet selects"}},
 		{"still excluded", readyStatus(metav1.ConditionTrue, "Injecting", "valid", 2), readyStatus(metav1.ConditionTrue, "Injecting", "valid", 3), nil},
 	} {

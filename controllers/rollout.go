@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
@@ -257,7 +258,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, status.DefaultProgressDeadlineSeconds)
 		ro.Halted = status.HaltSummary(in.Stalled, deadline)
 		for _, b := range in.Stalled {
-			r.recordEvent(in.Target(b), corev1.EventTypeWarning, "RolloutHalted", "Evict",
+			r.recordEvent(in.Target(b), "RolloutHalted", "Evict",
 				"SidecarSet %s halted its rollout: this pod of a workload it recreated is not available %ds after the eviction (%s)", c.Name(), deadline, b.Why)
 		}
 	}
@@ -353,7 +354,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	case err != nil:
 		return "", status.Refusal{}, err
 	case no.Why != "":
-		r.recordEvent(&pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
+		r.recordEvent(&pod, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
 		return "", no, nil
 	case u.Current() && len(u.Resources) == 0:
 		return u.To, status.Refusal{}, nil
@@ -418,7 +419,7 @@ func (r *RolloutReconciler) patchOrRefusal(ctx context.Context, pod *corev1.Pod,
 // notUpdatable records on the Pod why the set cannot update it (nothing when why is empty).
 func (r *RolloutReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
 	if why != "" {
-		r.recordEvent(pod, corev1.EventTypeWarning, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
+		r.recordEvent(pod, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 	}
 }
 
@@ -438,9 +439,9 @@ func (r *RolloutReconciler) reportPodUpdated(ctx context.Context, c *inject.Comp
 	}
 	switch send, capped := r.podEvent(c.Name(), u.To, limit); {
 	case send:
-		r.recordEvent(pod, corev1.EventTypeNormal, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+		r.recordEvent(pod, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	case capped:
-		r.recordEvent(c.Set, corev1.EventTypeNormal, "PodEventsCapped", "Update",
+		r.recordEvent(c.Set, "PodEventsCapped", "Update",
 			"%d pods got a SidecarUpdated event for hash %s; further pods are updated without one (status.updatedPods counts them)", limit, u.To)
 	}
 }
@@ -491,14 +492,15 @@ func describeResources(r corev1.ResourceRequirements) string {
 }
 
 // recordEvent records an event on obj with the reconciler's recorder (see record).
-func (r *RolloutReconciler) recordEvent(obj client.Object, kind, reason, action, format string, args ...any) {
-	record(r.Recorder, obj, kind, reason, action, format, args...)
+func (r *RolloutReconciler) recordEvent(obj client.Object, reason, action, format string, args ...any) {
+	record(r.Recorder, obj, reason, action, format, args...)
 }
 
-// record records an event on obj; nothing when there is no recorder.
-func record(rec events.EventRecorder, obj client.Object, kind, reason, action, format string, args ...any) {
+// record records an event on obj, of the type the event catalog gives its reason; nothing when
+// there is no recorder.
+func record(rec events.EventRecorder, obj client.Object, reason, action, format string, args ...any) {
 	if rec != nil {
-		rec.Eventf(obj, nil, kind, reason, action, format, args...)
+		rec.Eventf(obj, nil, eventcatalog.Type(reason), reason, action, format, args...)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
@@ -144,7 +144,7 @@ func (l *Ledger) Flush(ctx context.Context) {
 			l.mu.Unlock()
 		}
 		if w.event != "" && l.Recorder != nil {
-			l.Recorder.Eventf(w.set, nil, corev1.EventTypeWarning, EventReason, "Inject", "%s", w.event)
+			l.Recorder.Eventf(w.set, nil, eventcatalog.Type(EventReason), EventReason, "Inject", "%s", w.event)
 		}
 	}
 }

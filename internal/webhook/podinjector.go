@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
@@ -329,7 +330,7 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 	note := fmt.Sprintf("injecting SidecarSet(s) %s into a pod of namespace %s %s%s%s", sets, whole.Namespace, violation, advice, whole.Namespace)
 	for _, c := range in.Sets {
 		if record && slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
-			h.Recorder.Eventf(c.Set, nil, corev1.EventTypeWarning, "ViolatesPodSecurity", "Inject", "%s", note)
+			h.Recorder.Eventf(c.Set, nil, eventcatalog.Type("ViolatesPodSecurity"), "ViolatesPodSecurity", "Inject", "%s", note)
 		}
 	}
 	return []string{msg}

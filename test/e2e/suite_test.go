@@ -48,6 +48,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		bad, err := uncataloguedEvents()
+		if err != nil || len(bad) > 0 {
+			fmt.Fprintln(os.Stderr, "e2e: events outside the event catalog:", err, strings.Join(bad, "\n"))
+			code = 1
+		}
+	}
 	if err := run("operator-stop", "--all"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: stopping operators:", err)
 	}

@@ -1,0 +1,58 @@
+package eventcatalog
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestCatalogDocumented: docs/operations.md's events table holds every reason of the catalog
+// with its type and the kind it is about, and no other.
+func TestCatalogDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "| reason | type | about | written when |")
+	if start < 0 {
+		t.Fatal("docs/operations.md has no events table")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(doc[start:], "\n")[2:] {
+		if !strings.HasPrefix(line, "| `") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		rows[strings.Trim(cells[1], " `")] = strings.TrimSpace(cells[2]) + " " + strings.TrimSpace(cells[3])
+	}
+	for _, e := range Events {
+		if want := e.Type + " " + e.Regarding; rows[e.Reason] != want {
+			t.Errorf("docs/operations.md says %s is %q; the catalog says %q", e.Reason, rows[e.Reason], want)
+		}
+		delete(rows, e.Reason)
+	}
+	for r := range rows {
+		t.Errorf("docs/operations.md lists event %s, which the catalog does not hold", r)
+	}
+}
+
+// TestTypes: a reason's type is the catalog's; one it does not hold is a Warning, so that it is
+// seen; reasons are unique.
+func TestTypes(t *testing.T) {
+	seen := map[string]bool{}
+	for _, e := range Events {
+		if seen[e.Reason] {
+			t.Errorf("%s is in the catalog twice", e.Reason)
+		}
+		seen[e.Reason] = true
+		if e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning {
+			t.Errorf("%s has type %q", e.Reason, e.Type)
+		}
+	}
+	if Type("RollingUpdateProgressing") != corev1.EventTypeNormal || Type("PodRefused") != corev1.EventTypeWarning || Type("Unheard") != corev1.EventTypeWarning || Known("Unheard") {
+		t.Error("Type or Known disagree with the catalog")
+	}
+}
