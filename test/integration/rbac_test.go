@@ -20,6 +20,9 @@ import (
 
 // asManagerServiceAccount installs the manager's ServiceAccount, ClusterRoles and bindings
 // from the rendered config/default and returns a config that impersonates that ServiceAccount.
+// managerServiceAccount is the ServiceAccount config/default's manager Deployment runs as.
+const managerServiceAccount = "sidecarset-controller-manager"
+
 func asManagerServiceAccount(ctx context.Context, cfg *rest.Config, manifests string) (*rest.Config, error) {
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
@@ -34,7 +37,8 @@ func asManagerServiceAccount(ctx context.Context, cfg *rest.Config, manifests st
 	}
 	var account string
 	for _, obj := range objs {
-		if sa, ok := obj.(*corev1.ServiceAccount); ok {
+		// The manager's own, not the metrics reader config/default also installs.
+		if sa, ok := obj.(*corev1.ServiceAccount); ok && sa.Name == managerServiceAccount {
 			account = fmt.Sprintf("system:serviceaccount:%s:%s", sa.Namespace, sa.Name)
 		}
 		if err := createIgnoreExists(ctx, c, obj); err != nil {
