@@ -140,9 +140,9 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	ro, counts, rollErr := r.rollOneStep(ctx, c, &set, pods, namespaceLabels, status.HaltedBefore(&set))
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
-	// may wait forever: they do not hold operator upgrades back with them.
-	inProgress := len(ro.Plan.Update) > 0 || ro.Plan.Restarting > 0 || ro.Plan.Waiting > ro.Plan.HeldBackPods || len(ro.WaitingForBudget) > 0
-	gateErr := r.Upgrade.Note(ctx, set.Name, inProgress, fmt.Sprintf("%d of %d matched pods updated", counts.Updated, counts.Matched))
+	// may wait forever: they do not hold operator upgrades back with them. Pods restarting do
+	// until the kubelet runs their new sidecars, Ready.
+	gateErr := r.Upgrade.NoteRollout(ctx, set.Name, ro, counts)
 	if errors.Is(rollErr, errStale) {
 		// A pod that changed while it was being updated is tried again soon, not with backoff.
 		return ctrl.Result{RequeueAfter: time.Second}, gateErr
@@ -252,7 +252,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	}
 	memory := r.memoryOf(set)
 	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope, eligible, memory, time.Now())
-	ro := status.Rollout{Blocked: in.Blocked, Halted: halted}
+	ro := status.Rollout{Blocked: in.Blocked, Halted: halted, Stopping: in.Stopping}
 	if halted == "" && len(in.Stalled) > 0 {
 		// Recreated pods that do not come back: the rollout stops here, and says where.
 		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, status.DefaultProgressDeadlineSeconds)

@@ -11,6 +11,8 @@ import (
 	"github.com/operator-framework/operator-lib/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // UpgradeGate tells OLM, through the operator's OperatorCondition (operator-lib's
@@ -32,6 +34,13 @@ type UpgradeGate struct {
 // that OLM runs).
 func NewUpgradeGate(factory conditions.Factory) *UpgradeGate {
 	return &UpgradeGate{factory: factory, rolling: map[string]string{}}
+}
+
+// NoteRollout records where set's rollout stands: in progress while it has Pods to update or
+// Pods restarting (status.Rollout.InProgress), so an upgrade waits until the kubelet runs the
+// new sidecars, Ready, in every Pod the rollout restarted. counts are those taken with ro.
+func (g *UpgradeGate) NoteRollout(ctx context.Context, set string, ro *status.Rollout, counts status.Counts) error {
+	return g.Note(ctx, set, ro.InProgress(counts), ro.Progress(counts))
 }
 
 // Note records whether set's rollout is in progress (why says where it stands) and updates

@@ -3,13 +3,20 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // recordingCondition is an OperatorCondition's condition that remembers what was set.
@@ -100,5 +107,66 @@ func TestUpgradeGateOutsideOLM(t *testing.T) {
 	var nilGate *UpgradeGate
 	if err := nilGate.Note(context.Background(), "a", true, "x"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUpgradeGateWaitsForTheKubelet: the gate holds operator upgrades while a pod the rollout
+// patched still runs its old sidecar (the kubelet waits for the old container to exit), as the
+// RollingUpdate condition stays Progressing, and lets them through once the kubelet runs the
+// new one, Ready, as the condition turns Complete: both agree with updatedReadyPods.
+func TestUpgradeGateWaitsForTheKubelet(t *testing.T) {
+	ctx := context.Background()
+	set, err := inject.Compile(&appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "log-agent", Generation: 2},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Containers:     []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "log-agent", Image: "registry.example/log-agent:2"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pod is a pod patched to the set's hash whose kubelet reports the log-agent sidecar as
+	// running image (state running, Ready) and the pod Ready.
+	pod := func(name, image string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name,
+				Labels:      map[string]string{"app": "web", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue},
+				Annotations: map[string]string{appsv1alpha1.StatusAnnotation: inject.Records{"log-agent": {Hash: set.Hash, Containers: []string{"log-agent"}}}.Encode()}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:1"}, {Name: "log-agent", Image: "registry.example/log-agent:2"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "log-agent", Image: image, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+		}
+	}
+	cond := &recordingCondition{}
+	g := NewUpgradeGate(fakeFactory{cond: cond})
+	for _, step := range []struct {
+		name string
+		last string // the image the kubelet runs in the last pod patched
+		want metav1.ConditionStatus
+		text string
+	}{
+		{"the old container terminating", "registry.example/log-agent:1", metav1.ConditionFalse,
+			"SidecarSet log-agent: 2 of 2 matched pods updated, 1 restarting (1 of them waiting for an old sidecar container to stop)"},
+		{"the new sidecar running, Ready", "registry.example/log-agent:2", metav1.ConditionTrue, "No SidecarSet"},
+	} {
+		pods := []*corev1.Pod{pod("web-0", "registry.example/log-agent:2"), pod("web-1", step.last)}
+		in := status.RolloutInputs(set, pods, func(string) map[string]string { return nil }, status.Scope{},
+			func(*corev1.Pod) bool { return true }, status.NewRolloutMemory(), time.Now())
+		ro := &status.Rollout{Blocked: in.Blocked, Stopping: in.Stopping}
+		if _, err := status.Step(set, in, ro, status.NewRolloutMemory(), func(p *corev1.Pod, _ bool) (status.Attempt, error) {
+			return status.Attempt{}, fmt.Errorf("pod %s tried: every pod is updated", p.Name)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.NoteRollout(ctx, set.Name(), ro, in.Counts); err != nil {
+			t.Fatal(err)
+		}
+		last := cond.sets[len(cond.sets)-1]
+		if last.Status != step.want || !strings.Contains(last.Message, step.text) {
+			t.Errorf("%s: Upgradeable %s %q, want %s with %q (updatedReadyPods %d of %d)", step.name, last.Status, last.Message, step.want, step.text,
+				in.Counts.UpdatedReady, in.Counts.Matched)
+		}
 	}
 }

@@ -738,7 +738,9 @@ const (
 	ConditionPaused = "Paused"
 	// ConditionPodsUpdated is True when every matched Pod carries the current hash.
 	ConditionPodsUpdated = "PodsUpdated"
-	// ConditionPodsReady is True when every matched Pod is injected and Ready.
+	// ConditionPodsReady is True when every matched Pod is injected and Ready, and its kubelet
+	// runs the sidecar images its spec names (a Pod that reports Ready while an old sidecar
+	// container still stops after an in-place update is not counted Ready here).
 	ConditionPodsReady = "PodsReady"
 	// ConditionInvalid is True when the spec cannot be used (possible only when it was written
 	// while the validating webhook was down); such a SidecarSet injects nothing.
@@ -756,9 +758,10 @@ const (
 	// (reason Unsupported; the message names the field). Absent in webhook mode.
 	ConditionPolicyCompiled = "PolicyCompiled"
 	// ConditionRollingUpdate reports, for updateStrategy RollingUpdate, whether running Pods
-	// are being updated in place: True while updates remain (reason Progressing, or Paused);
-	// False when there is nothing left to update (reason Complete, or PodsNotUpdatable when
-	// some outdated Pods cannot take the change in place; the message counts them by namespace
+	// are being updated in place: True while updates remain or Pods restart (reason
+	// Progressing, or Paused); False when there is nothing left to update (reason Complete,
+	// only once the kubelet runs the new sidecars, Ready, in every updated Pod; or
+	// PodsNotUpdatable when some outdated Pods cannot take the change in place; the message counts them by namespace
 	// and never names a Pod, as anyone who may read SidecarSets reads it; each such Pod gets a
 	// PodNotUpdatable event saying why).
 	ConditionRollingUpdate = "RollingUpdate"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -163,7 +164,7 @@ func (e *Engine) Explain(ctx context.Context, pod *corev1.Pod, existing bool) ([
 		}
 	}
 	return explain.Explain(snap, p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected,
-		AllowedAnnotations: e.injector.AllowedAnnotations}), nil
+		AllowedAnnotations: e.injector.AllowedAnnotations, Now: time.Now()}), nil
 }
 
 // injected is the set as it was at the hash, from its stored revision.

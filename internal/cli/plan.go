@@ -27,6 +27,10 @@ type Action string
 const (
 	// ActionCurrent: the Pod runs the set's current sidecars.
 	ActionCurrent Action = "current"
+	// ActionRestarting: the Pod carries the set's current sidecars, and its kubelet does not
+	// run them yet (the old container is stopping, or the new one starting); it counts
+	// against maxUnavailable until it runs them, Ready.
+	ActionRestarting Action = "restarting"
 	// ActionInPlace: the rollout patches the Pod's sidecars in place.
 	ActionInPlace Action = "update in place"
 	// ActionEvict: the rollout evicts the Pod and its controller recreates it (recreate: Evict).
@@ -90,6 +94,8 @@ type PlannedPod struct {
 // PlanSummary counts what the next step does.
 type PlanSummary struct {
 	UpdatedInPlace int `json:"updatedInPlace"`
+	// Restarting counts the Pods whose kubelet does not yet run the sidecars they carry.
+	Restarting int `json:"restarting,omitempty"`
 	// Evicted counts evictions, remediations included.
 	Evicted int `json:"evicted"`
 	Waiting int `json:"waiting"`
@@ -131,7 +137,7 @@ func planRollout(in planInput) (*RolloutPlan, error) {
 	if c.Set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate {
 		plan.Note = fmt.Sprintf("spec.updateStrategy.type is %s: running pods are never updated; new pods get the current sidecars", plan.Strategy.Type)
 		for i, p := range inputs.Plan {
-			plan.add(notRolled(c, inputs.Targets[i], p))
+			plan.add(notRolled(c, inputs.Targets[i], p, in.now))
 		}
 		return plan, nil
 	}
@@ -187,12 +193,13 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status
 		order[i] = n + 1
 	}
 	for i, pod := range inputs.Targets {
-		row := rolled(c, pod, before[i], verdicts[i], blocked[status.PodKey(pod)])
-		if row.Action != ActionLeave && row.Action != ActionCurrent && !before[i].Eligible {
+		row := rolled(c, pod, before[i], verdicts[i], blocked[status.PodKey(pod)], in.now)
+		settled := row.Action == ActionLeave || row.Action == ActionCurrent || row.Action == ActionRestarting
+		if !settled && !before[i].Eligible {
 			row.Action, row.Why = ActionLeave, ineligible(c, injecting)+"; "+row.Why
 		}
 		switch w, waiting := waits[i]; {
-		case row.Action == ActionLeave || row.Action == ActionCurrent:
+		case settled:
 		case next[i] != "":
 			row.Next, row.Order = next[i], order[i]
 		case waiting:
@@ -239,7 +246,8 @@ func (in planInput) inPlace(c *inject.CompiledSet, pod *corev1.Pod) (inPlaceVerd
 }
 
 // rolled is the row of a Pod of a rolling set, before the step's timing: its action and why.
-func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerdict, blocked string) PlannedPod {
+// now measures how long a restarting Pod has waited.
+func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerdict, blocked string, now time.Time) PlannedPod {
 	row := PlannedPod{Namespace: pod.Namespace, Name: pod.Name}
 	hash, _ := inject.InjectedHash(pod.Annotations, c.Name())
 	outdated := fmt.Sprintf("outdated (hash %s, the set is at %s)", hash, c.Hash)
@@ -250,7 +258,7 @@ func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerd
 		// Never injected and not recreated, or updated but not running what it asks for.
 		row.Action, row.Why = ActionLeave, blocked
 	case p.Updated:
-		row.Action, row.Why = ActionCurrent, "current (hash "+c.Hash+")"
+		row.Action, row.Why = current(c, pod, now)
 	case !p.Injected:
 		row.Action, row.Why = ActionRemediate, "not injected: the pod was created before the SidecarSet selected it (or while it was paused); "+explain.Recreation(pod, c)
 	case v.refusal.Why == "":
@@ -265,13 +273,23 @@ func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerd
 	return row
 }
 
-// notRolled is the row of a Pod of a set that does not roll: current or outdated.
-func notRolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod) PlannedPod {
+// current is the action and why of a Pod that carries the set's current hash: current, or
+// restarting while its kubelet does not run what it carries yet.
+func current(c *inject.CompiledSet, pod *corev1.Pod, now time.Time) (Action, string) {
+	if r, restarting := status.RestartOf(c, pod); restarting {
+		return ActionRestarting, r.Describe(now)
+	}
+	return ActionCurrent, "current (hash " + c.Hash + ")"
+}
+
+// notRolled is the row of a Pod of a set that does not roll: current (or restarting) or
+// outdated.
+func notRolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, now time.Time) PlannedPod {
 	row := PlannedPod{Namespace: pod.Namespace, Name: pod.Name, Action: ActionOutdated}
 	hash, _ := inject.InjectedHash(pod.Annotations, c.Name())
 	switch {
 	case p.Updated:
-		row.Action, row.Why = ActionCurrent, "current (hash "+c.Hash+")"
+		row.Action, row.Why = current(c, pod, now)
 	case !p.Injected:
 		row.Why = "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
 	default:
@@ -325,6 +343,8 @@ func waitsFor(w rollout.Wait, namespace string) string {
 // add appends a row and counts it.
 func (plan *RolloutPlan) add(row PlannedPod) {
 	switch {
+	case row.Action == ActionRestarting:
+		plan.Summary.Restarting++
 	case row.Next == "now" && row.Action == ActionInPlace:
 		plan.Summary.UpdatedInPlace++
 	case row.Next == "now":
@@ -411,7 +431,12 @@ func printPlan(out io.Writer, plan *RolloutPlan) error {
 		fmt.Fprintln(w, "next step: none; running pods are never updated")
 	} else {
 		s := plan.Summary
-		fmt.Fprintf(w, "next step: %d updated in place, %d evicted; %d wait; %d left alone\n", s.UpdatedInPlace, s.Evicted, s.Waiting, s.Left)
+		fmt.Fprintf(w, "next step: %d updated in place, %d evicted; %d wait; %d left alone", s.UpdatedInPlace, s.Evicted, s.Waiting, s.Left)
+		if s.Restarting > 0 {
+			// They hold the budget until the kubelet runs their new sidecars, Ready.
+			fmt.Fprintf(w, "; %d restarting", s.Restarting)
+		}
+		fmt.Fprintln(w)
 	}
 	return w.Flush()
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
@@ -24,6 +27,15 @@ import (
 // injectedAnnotation says, on a pod of a plan case, which SidecarSets the webhook injected it
 // with: before (the default), now, or never.
 const injectedAnnotation = "test.sidecarset.io/injected"
+
+// kubeletRunsAnnotation ("container=image"), on a pod of a plan case, makes its kubelet report
+// that container's old instance still running that image (the new one waits for it to stop);
+// imageWrittenAnnotation (RFC 3339) is when managedFields say the container's image was
+// written.
+const (
+	kubeletRunsAnnotation  = "test.sidecarset.io/kubelet-runs"
+	imageWrittenAnnotation = "test.sidecarset.io/image-written"
+)
 
 // TestRolloutPlanGolden plans each case under testdata/plan (a directory with the SidecarSet
 // now, sidecarsets.yaml) over the pods of testdata/plan/cluster.yaml (and of the case's own
@@ -96,6 +108,7 @@ func planCase(t *testing.T, dir string) planInput {
 			pods[i] = injectWith(t, webhookBefore, pod)
 		}
 		running(pods[i])
+		stillRunsOld(t, pods[i])
 	}
 	var revisions []*appsv1.ControllerRevision
 	for _, sets := range [][]*appsv1alpha1.SidecarSet{before, now} {
@@ -181,6 +194,30 @@ func injectWith(t *testing.T, e *Engine, pod *corev1.Pod) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// stillRunsOld makes the pod's kubelet report a container's old instance still running, as its
+// kubeletRunsAnnotation says, and records when its image was written (imageWrittenAnnotation).
+func stillRunsOld(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	name, image, ok := strings.Cut(pod.Annotations[kubeletRunsAnnotation], "=")
+	if !ok {
+		return
+	}
+	for i := range pod.Status.ContainerStatuses {
+		if st := &pod.Status.ContainerStatuses[i]; st.Name == name {
+			st.Image = image
+		}
+	}
+	if at, ok := pod.Annotations[imageWrittenAnnotation]; ok {
+		written, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := fmt.Sprintf(`{"f:spec":{"f:containers":{"k:{\"name\":\"%s\"}":{"f:image":{}}}}}`, name)
+		pod.ManagedFields = append(pod.ManagedFields, metav1.ManagedFieldsEntry{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate,
+			Time: &metav1.Time{Time: written}, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)})
+	}
 }
 
 // running makes the pod run as the kubelet reports it: Ready, every container running the image

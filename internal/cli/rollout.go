@@ -43,9 +43,11 @@ func newPlanCommand(o *options) *cobra.Command {
 		Use:   "plan (SIDECARSET | -f FILE|-)",
 		Short: "Say what the rollout's next step does to each pod the SidecarSet selects, and why",
 		Long: `plan says, for each pod a SidecarSet selects, what the operator's rollout does to it and when:
-current; update in place; evict (its controller recreates it with the current sidecars,
-updateStrategy.recreate: Evict); remediate (evict a pod the set never injected,
-updateStrategy.remediate: Evict); or leave it, with the reason. NEXT STEP says whether the
+current; restarting (updated, and its kubelet does not run the new sidecars yet: the old
+container is stopping, with the pod's grace period and how long it has waited, or the new one
+starting; it holds the budget); update in place; evict (its controller recreates it with the
+current sidecars, updateStrategy.recreate: Evict); remediate (evict a pod the set never
+injected, updateStrategy.remediate: Evict); or leave it, with the reason. NEXT STEP says whether the
 rollout's next step starts it (now), or why it waits: budget (maxUnavailable), paused,
 partition, workload busy (another pod of its workload is being recreated), starting.
 

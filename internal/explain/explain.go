@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,6 +91,9 @@ type Options struct {
 	// AllowedAnnotations are the annotation keys sets may patch onto pods, as the operator's
 	// --patch-pod-metadata-allowed-keys says; nil allows none.
 	AllowedAnnotations *inject.KeyAllowList
+	// Now is when the explanation is given: how long a restarting Pod has waited is measured
+	// to it. Zero: not measured.
+	Now time.Time
 }
 
 // Explain returns one Explanation per SidecarSet of the snapshot, invalid ones included,
@@ -334,6 +338,10 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 	case !ok:
 		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
 	case hash == c.Hash:
+		// Patched, but the kubelet does not run it yet: restarting, not current.
+		if r, restarting := status.RestartOf(c, p.Pod); restarting {
+			return r.Describe(opts.Now)
+		}
 		return "current (hash " + hash + ")"
 	case c.Set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate:
 		return fmt.Sprintf("outdated (hash %s, the set is at %s): spec.updateStrategy.type is %s, so running pods keep their sidecars; recreate the pod or use RollingUpdate",

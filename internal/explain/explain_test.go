@@ -3,6 +3,7 @@ package explain
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -240,5 +241,63 @@ func TestComputedResources(t *testing.T) {
 	got := Explain(snapshotOf(t, set), Pod{Pod: pod}, Options{ExcludedNamespaces: sets.New("kube-system")})
 	if want := "resourcesPolicy computes from the pod's containers agent limits cpu=300m"; len(got) != 1 || !strings.Contains(got[0].Why, want) {
 		t.Errorf("explanations %+v, want one saying %q", got, want)
+	}
+}
+
+// TestRestartingPods: a pod the rolling update patched whose kubelet does not run the new
+// sidecar yet is restarting, never current, and explain says what it waits for: the old
+// container to stop, with the pod's grace period and how long it has waited since its image was
+// written (managedFields), or the new container to start.
+func TestRestartingPods(t *testing.T) {
+	v2 := agentSet("registry.example/agent:2.0", appsv1alpha1.RollingUpdate)
+	hash := inject.Hash(&v2.Spec)
+	patchedAt := time.Date(2026, 11, 25, 11, 59, 48, 0, time.UTC)
+	now := patchedAt.Add(12 * time.Second)
+	// kubelet makes the pod's kubelet report the agent sidecar as state with image, and the app
+	// running, the pod Ready.
+	kubelet := func(image string, state corev1.ContainerState) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{
+					{Name: "app", Image: "registry.example/web:1", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+					{Name: "agent", Image: image, Ready: true, State: state}}}
+		}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	imageWritten := func(p *corev1.Pod) {
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "sidecarset-operator", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: patchedAt},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{"k:{\"name\":\"agent\"}":{"f:image":{}}}}}`)}}
+	}
+	graceful := func(seconds int64) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(seconds) }
+	}
+	for _, tc := range []struct {
+		name  string
+		shape []func(*corev1.Pod)
+		want  string
+	}{
+		{"old container terminating", []func(*corev1.Pod){kubelet("registry.example/agent:1.0", running), imageWritten},
+			"restarting, waiting for the old container to stop (grace period 30s, waited 12s): sidecar agent still runs registry.example/agent:1.0, " +
+				"the pod's spec names registry.example/agent:2.0 (hash " + hash + "); a sidecar that does not exit on SIGTERM is stopped only when the grace period ends"},
+		{"old container terminating, a grace period of its own, the patch time unknown", []func(*corev1.Pod){kubelet("registry.example/agent:1.0", running), graceful(600)},
+			"restarting, waiting for the old container to stop (grace period 10m0s): sidecar agent still runs registry.example/agent:1.0"},
+		{"old container gone, the new one pulling", []func(*corev1.Pod){
+			kubelet("registry.example/agent:1.0", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}), imageWritten},
+			"restarting, the new container waits (ContainerCreating): sidecar agent, the kubelet reports registry.example/agent:1.0"},
+		{"the new image running", []func(*corev1.Pod){kubelet("registry.example/agent:2.0", running), imageWritten}, "current (hash " + hash + ")"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := injectedPod(t, v2) // patched: the record and the spec name 2.0
+			for _, shape := range tc.shape {
+				shape(pod)
+			}
+			got := Explain(snapshotOf(t, v2), Pod{Pod: pod, Existing: true}, Options{ExcludedNamespaces: sets.New("kube-system"), Now: now})
+			if len(got) != 1 {
+				t.Fatalf("explanations %+v, want one", got)
+			}
+			if !strings.HasPrefix(got[0].Sidecars, tc.want) {
+				t.Errorf("sidecars:\n got %q\nwant %q", got[0].Sidecars, tc.want)
+			}
+		})
 	}
 }

@@ -57,6 +57,9 @@ type RolloutInput struct {
 	// Stalled are the Pods of workloads still unavailable longer than the progress deadline
 	// after the rollout evicted one of their Pods, with why: the rollout halts.
 	Stalled []BlockedPod
+	// Stopping are the restarting Pods whose kubelet still runs an old sidecar container, with
+	// their grace period (Rollout.Stopping).
+	Stopping []BlockedPod
 	// InFlight counts the workloads recreating a Pod of which no unavailable Pod is seen: the
 	// evicted Pod is gone and the replacement not yet created. Each holds one restart of the
 	// budget (rollout.Strategy.InFlight).
@@ -100,6 +103,9 @@ func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels 
 		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
 			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting,
 			Labels: pod.Labels}
+		if p.Restarting && s.Stopping {
+			in.Stopping = append(in.Stopping, BlockedPod{Namespace: pod.Namespace, Name: pod.Name, Why: StoppingWhy(pod)})
+		}
 		// Its hash is current, but an app container was resized in place and a sidecar's
 		// resourcesPolicy now computes other resources: the update resizes it.
 		p.Resize = p.Updated && inject.NeedsPolicyResize(set, pod)

@@ -44,6 +44,29 @@ func HaltedBefore(set *appsv1alpha1.SidecarSet) string {
 	return c.Message
 }
 
+// InProgress reports whether the rollout is in progress, for the operator's upgrade gate: it
+// has Pods to update or evict, now or once the budget allows (not counting Pods that only their
+// own namespace's unavailable Pods hold back: they may wait forever), or Pods restarting (the
+// kubelet does not yet run the new sidecars, Ready). c are the counts taken with the plan. Any
+// Pod restarting keeps the RollingUpdate condition from Complete as well.
+func (ro *Rollout) InProgress(c Counts) bool {
+	p := ro.Plan
+	return len(p.Update) > 0 || restarting(c, ro) > 0 || p.Waiting > p.HeldBackPods || len(ro.WaitingForBudget) > 0
+}
+
+// Progress says where the rollout stands in a few words: "3 of 4 matched pods updated, 1
+// restarting (1 of them waiting for an old sidecar container to stop)".
+func (ro *Rollout) Progress(c Counts) string {
+	msg := fmt.Sprintf("%d of %d matched pods updated", c.Updated, c.Matched)
+	if n := restarting(c, ro); n > 0 {
+		msg += fmt.Sprintf(", %d restarting", n)
+	}
+	if n := max(int(c.Stopping), len(ro.Stopping)); n > 0 {
+		msg += fmt.Sprintf(" (%d of them waiting for an old sidecar container to stop)", n)
+	}
+	return msg
+}
+
 // Recreation is how a rollout goes on with an outdated Pod it cannot update in place.
 type Recreation struct {
 	// Workload is the UID of the Pod's controller when the rollout evicts the Pod for the

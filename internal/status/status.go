@@ -21,6 +21,12 @@ import (
 // Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
 type Counts struct {
 	Matched, Excluded, Updated, Ready, UpdatedReady, Unavailable, NotInjected int32
+	// Restarting counts the Pods whose unavailability is the rollout's (PodState.Restarting):
+	// a rolling update is not complete while there are any. Stopping counts those of them
+	// whose kubelet still runs an old sidecar container (PodState.Stopping). ReadyRestarting
+	// counts the Pods in Ready whose kubelet does not yet run the images their spec names:
+	// PodsReady does not count them. None of the three is a status field.
+	Restarting, Stopping, ReadyRestarting int32
 }
 
 // Scope is where the pod webhook injects: everywhere but kube-system, the operator's own
@@ -68,6 +74,10 @@ type PodState struct {
 	Settled bool
 	// SidecarsReady is true when the kubelet reports each of this set's sidecars ready.
 	SidecarsReady bool
+	// Stopping is true while the kubelet still runs the old container of a sidecar of this
+	// set whose image the Pod's spec changed: it waits for it to exit, for the Pod's
+	// terminationGracePeriodSeconds at most, before it starts the new image (RestartOf).
+	Stopping bool
 	// Starting is true while the kubelet is still creating the Pod's containers.
 	Starting bool
 	// OwnCopies names (comma-separated) the set's sidecars that the Pod declared itself, under
@@ -125,6 +135,15 @@ func (c *Counts) add(s PodState, d int32) {
 	if !s.Available() {
 		c.Unavailable += d
 	}
+	if s.Restarting() {
+		c.Restarting += d
+		if s.Stopping {
+			c.Stopping += d
+		}
+	}
+	if s.Injected && s.Ready && !s.Settled {
+		c.ReadyRestarting += d
+	}
 }
 
 // Classify says how the Pod stands against the set; selected is false when the set does not
@@ -159,6 +178,7 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 	// long as that takes, while the Pod runs as before: it is settled.
 	resizing, refused := resizeState(pod)
 	s.Settled, s.ResizeRefused = s.Settled && !resizing, refused
+	s.Stopping = !s.Settled && oldContainerRunning(set, pod)
 	s.Starting = !s.Terminating && starting(pod)
 	return s, true
 }
@@ -362,12 +382,17 @@ func conditions(set *inject.CompiledSet, c Counts, conflicts []snapshot.Conflict
 	}
 	ready := metav1.Condition{Type: appsv1alpha1.ConditionPodsReady, Status: metav1.ConditionTrue,
 		Reason: "AllPodsReady", Message: fmt.Sprintf("All %d matched pods are injected and Ready", c.Matched)}
-	switch {
+	// A Pod whose kubelet still runs an old sidecar (its container stopping after an in-place
+	// update) may report Ready: it is not counted Ready here until the kubelet runs the new one.
+	switch notReady := c.Matched - c.Ready + c.ReadyRestarting; {
 	case c.Matched == 0:
 		ready.Reason, ready.Message = "NoMatchedPods", noMatchMessage(set, c)
-	case c.Ready < c.Matched:
+	case notReady > 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, "PodsNotReady"
-		ready.Message = fmt.Sprintf("%d of %d matched pods are not both injected and Ready", c.Matched-c.Ready, c.Matched)
+		ready.Message = fmt.Sprintf("%d of %d matched pods are not both injected and Ready", notReady, c.Matched)
+		if c.ReadyRestarting > 0 {
+			ready.Message += fmt.Sprintf(" (%d of them report Ready while the kubelet does not yet run the sidecar images their spec names: an in-place update is restarting them)", c.ReadyRestarting)
+		}
 	}
 	out := []metav1.Condition{paused, updated, ready}
 	if len(conflicts) > 0 {
@@ -420,6 +445,10 @@ type Rollout struct {
 	// Halted is why the rollout halted for this generation of the set (recreated Pods not
 	// available by the progress deadline); empty while it goes on.
 	Halted string
+	// Stopping are the restarting Pods whose kubelet still runs an old sidecar container, each
+	// with its grace period (StoppingWhy): the condition counts them by namespace and grace
+	// period, and never names them.
+	Stopping []BlockedPod
 }
 
 // HaltedReason is the RollingUpdate condition's reason while the rollout is halted.
@@ -451,12 +480,16 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 	cond := metav1.Condition{Type: appsv1alpha1.ConditionRollingUpdate}
 	progress := fmt.Sprintf("%d of %d matched pods carry hash %s", c.Updated, c.Matched, set.Hash)
 	if ro == nil {
-		if c.Updated < c.Matched {
+		switch {
+		case c.Updated < c.Matched:
 			cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
 			cond.Message = progress + "; the rollout has not planned this spec yet"
-		} else {
+		case c.Restarting > 0:
+			cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
+			cond.Message = progress + "; " + restartingSummary(c, nil)
+		default:
 			cond.Status, cond.Reason = metav1.ConditionFalse, "Complete"
-			cond.Message = progress + "; nothing left to update"
+			cond.Message = progress + "; nothing left to update, and the kubelet runs the new sidecars Ready in every updated pod"
 		}
 		return cond
 	}
@@ -480,17 +513,64 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 		if len(ro.WaitingForBudget) > 0 {
 			cond.Message += "; " + budgetSummary(ro.WaitingForBudget)
 		}
+		if stopping := stoppingSummary(c, ro); stopping != "" {
+			cond.Message += "; " + stopping
+		}
 	case len(ro.WaitingForBudget) > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
 		cond.Message = progress + "; " + budgetSummary(ro.WaitingForBudget)
+	case restarting(c, ro) > 0:
+		// Nothing left to start, but the kubelet has yet to run the new sidecars, Ready, in
+		// Pods the rollout patched (or created with the new revision): not complete yet.
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Progressing"
+		cond.Message = progress + "; " + restartingSummary(c, ro)
 	case len(ro.Blocked) > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "PodsNotUpdatable"
 		cond.Message = progress + "; " + blockedSummary(ro.Blocked)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "Complete"
-		cond.Message = progress + "; nothing left to update"
+		cond.Message = progress + "; nothing left to update, and the kubelet runs the new sidecars Ready in every updated pod"
 	}
 	return cond
+}
+
+// restarting counts the Pods whose sidecars restart for the rollout: those the counts show
+// (taken now) or the rollout's last pass saw (which also knows of patches the cache does not
+// show yet, and of evicted Pods not yet replaced).
+func restarting(c Counts, ro *Rollout) int {
+	n := int(c.Restarting)
+	if ro != nil {
+		n = max(n, ro.Plan.Restarting)
+	}
+	return n
+}
+
+// restartingSummary says that the rollout waits for the kubelet in restarting Pods, and why.
+func restartingSummary(c Counts, ro *Rollout) string {
+	msg := fmt.Sprintf("nothing left to start; %d restarting: waiting for the kubelet to run the new sidecars and report the pods Ready", restarting(c, ro))
+	if stopping := stoppingSummary(c, ro); stopping != "" {
+		msg += "; " + stopping
+	}
+	return msg
+}
+
+// stoppingSummary counts the restarting Pods whose kubelet still runs an old sidecar
+// container, by namespace and grace period; empty when there are none.
+func stoppingSummary(c Counts, ro *Rollout) string {
+	var stopping []BlockedPod
+	if ro != nil {
+		stopping = ro.Stopping
+	}
+	n := max(int(c.Stopping), len(stopping))
+	if n == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("%d pods wait for an old sidecar container to stop", n)
+	if len(stopping) > 0 {
+		msg += fmt.Sprintf(" (%s; %s)", countByNamespace(stopping), countBy(stopping, func(b BlockedPod) string { return b.Why }))
+	}
+	return msg + ": the kubelet starts the new image once the old container exits, or kills it when the pod's terminationGracePeriodSeconds ends " +
+		"(a sidecar that does not exit on SIGTERM costs the whole grace period per pod); kubectl sidecarset explain pod says how long each has waited"
 }
 
 // budgetSummary counts the Pods that wait for their PodDisruptionBudget by namespace.

@@ -113,10 +113,10 @@ func TestCount(t *testing.T) {
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "injected with the current hash, not Ready", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionFalse))},
-			want: Counts{Matched: 1, Updated: 1, Unavailable: 1}},
+			want: Counts{Matched: 1, Updated: 1, Unavailable: 1, Restarting: 1}},
 		{name: "injected with the current hash, pending without conditions", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), phase(corev1.PodPending))},
-			want: Counts{Matched: 1, Updated: 1, Unavailable: 1}},
+			want: Counts{Matched: 1, Updated: 1, Unavailable: 1, Restarting: 1}},
 		{name: "injected with an old hash and Ready", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "0123456789abcdef"}), ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, Ready: 1}},
@@ -192,16 +192,19 @@ func TestCount(t *testing.T) {
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), phase(corev1.PodSucceeded)),          // finished
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), label(appsv1alpha1.InjectLabel, "")), // not opted in
 			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
-		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1, NotInjected: 1}},
+		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1, NotInjected: 1, Restarting: 1}},
 		{name: "updated in place, the kubelet still runs the old image", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), running("log-agent", "registry.example/old:1"))},
-			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
+		{name: "updated in place, the old container still runs: stopping", set: plain,
+			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), stopping("log-agent", "registry.example/old:1"))},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, Stopping: 1, ReadyRestarting: 1}},
 		{name: "patched for an older revision, the kubelet not there yet: unavailable", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "older"}), ready(corev1.ConditionTrue), spec("log-agent", "registry.example/older:2"), running("log-agent", "registry.example/old:1"))},
-			want: Counts{Matched: 1, Ready: 1, Unavailable: 1}},
+			want: Counts{Matched: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
 		{name: "the kubelet has not observed the pod's generation", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 2))},
-			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1}},
+			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
 		{name: "the kubelet has observed the pod's generation", set: plain,
 			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 3))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
@@ -592,6 +595,15 @@ func TestConflictConditionGoesAway(t *testing.T) {
 func running(name, image string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: image, Ready: true})
+	}
+}
+
+// stopping reports the container's old instance as still running image, Ready, as the
+// kubelet does while it waits for it to exit after SIGTERM.
+func stopping(name, image string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: image, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
 	}
 }
 
