@@ -219,7 +219,7 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 // of the set's does too (number and protocol): the engine refuses every pod such a set selects.
 // taken collects the ports seen.
 func containerPortTaken(c *appsv1alpha1.SidecarContainer, init bool, path string, taken sets.Set[string]) *Unsupported {
-	if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+	if init && !podrules.NativeSidecar(&c.Container) {
 		return nil // a plain init container runs alone
 	}
 	for pi, p := range podrules.DefaultedContainer(&c.Container, init, false).Ports {
@@ -579,7 +579,7 @@ func portsTaken(spec *appsv1alpha1.SidecarSetSpec) (string, bool) {
 	}{{spec.InitContainers, true}, {spec.Containers, false}} {
 		for i := range l.containers {
 			c := &l.containers[i]
-			if l.init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			if l.init && !podrules.NativeSidecar(&c.Container) {
 				continue // a plain init container runs alone
 			}
 			for _, p := range c.Ports {
