@@ -89,7 +89,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // --injection flag: only policy mode reads MutatingAdmissionPolicies, which API servers before
 // 1.36 do not serve (a cache option for a kind the server does not know fails the start).
 func CacheOptions(namespace, injection string) cache.Options {
-	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
+	optedIn := labels.SelectorFromSet(inject.OptInSelector().MatchLabels)
 	rendered := labels.SelectorFromSet(labels.Set{policy.ManagedByLabel: policy.ManagedByValue})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
@@ -221,7 +221,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if policyMode {
 		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 			States:  policyStates,
-			Options: policy.Options{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}
+			Options: policy.Options{Scope: inject.Scope{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
 		}
