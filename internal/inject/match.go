@@ -16,12 +16,6 @@ const (
 	NamespaceUnavailable MatchReason = "NamespaceUnavailable"
 )
 
-// OptedIn reports whether Pod labels carry the opt-in label (the gate's GateNotOptedIn).
-func OptedIn(podLabels map[string]string) bool { return optedIn(podLabels) }
-
-// MirrorPod reports whether Pod annotations mark a mirror pod (the gate's GateMirrorPod).
-func MirrorPod(podAnnotations map[string]string) bool { return mirrorPod(podAnnotations) }
-
 // SelectsPod reports whether the SidecarSet's pod selector matches the labels. It does not
 // look at the namespace or the opt-in label.
 func (c *CompiledSet) SelectsPod(podLabels map[string]string) bool {
