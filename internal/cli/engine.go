@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -34,10 +33,10 @@ type Engine struct {
 }
 
 // NewEngine compiles the SidecarSets (and the stored revisions that sets may pin) the way the
-// operator does. operatorNamespace is never injected, nor kube-system. namespaceLabels and
-// limitRanges look a namespace's labels and LimitRanges up, as the webhook's do in the
-// manager's cache; a nil limitRanges checks none.
-func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.ControllerRevision, operatorNamespace string,
+// operator does. scope names the namespaces never injected, as the operator's own namespace
+// and --excluded-namespaces do. namespaceLabels and limitRanges look a namespace's labels and
+// LimitRanges up, as the webhook's do in the manager's cache; a nil limitRanges checks none.
+func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.ControllerRevision, scope inject.Scope,
 	namespaceLabels webhook.NamespaceLabelsFunc, limitRanges webhook.LimitRangesFunc) (*Engine, error) {
 	store := snapshot.NewStore()
 	for _, r := range revisions {
@@ -51,12 +50,8 @@ func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.Contr
 	if err != nil {
 		return nil, err
 	}
-	excluded := sets.New(metav1.NamespaceSystem)
-	if operatorNamespace != "" {
-		excluded.Insert(operatorNamespace)
-	}
 	injector := &webhook.PodInjector{
-		Sets: store, NamespaceLabels: recording(namespaceLabels), ExcludedNamespaces: excluded, PodSecurity: podSecurity,
+		Sets: store, NamespaceLabels: recording(namespaceLabels), Scope: scope, PodSecurity: podSecurity,
 	}
 	if limitRanges != nil {
 		injector.LimitRanges = recording(limitRanges)
@@ -156,14 +151,14 @@ func (e *Engine) Explain(ctx context.Context, pod *corev1.Pod, existing bool) ([
 	if p.NamespaceLabels, err = e.NamespaceLabels(ctx, pod.Namespace); err != nil {
 		return nil, err
 	}
-	// The webhook is called only for opted-in pods: for the others it reads nothing more.
-	if inject.OptedIn(pod.Labels) {
+	// The webhook reads nothing more of a pod the engine's gate keeps out.
+	if ok, _, _ := inject.Gate(&pod.ObjectMeta, p.NamespaceLabels, e.injector.Scope); ok {
 		candidates := inject.Candidates(snap.Sets, pod.Labels)
 		if p.LimitRanges, err = e.injector.NamespaceLimitRanges(ctx, pod.Namespace, candidates); err != nil {
 			return nil, err
 		}
 	}
-	return explain.Explain(snap, p, explain.Options{ExcludedNamespaces: e.injector.ExcludedNamespaces, Injected: e.injected,
+	return explain.Explain(snap, p, explain.Options{Scope: e.injector.Scope, Injected: e.injected,
 		AllowedAnnotations: e.injector.AllowedAnnotations, Now: time.Now()}), nil
 }
 

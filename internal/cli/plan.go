@@ -131,8 +131,7 @@ func planRollout(in planInput) (*RolloutPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SidecarSet %q: %w", c.Name(), err)
 	}
-	scope := status.Scope{ExcludedNamespaces: in.engine.injector.ExcludedNamespaces}
-	inputs := status.RolloutInputs(c, pods, in.namespaceLabels, scope, eligible, status.NewRolloutMemory(), in.now)
+	inputs := status.RolloutInputs(c, pods, in.namespaceLabels, in.engine.injector.Scope, eligible, status.NewRolloutMemory(), in.now)
 	plan := &RolloutPlan{SidecarSet: c.Name(), Hash: c.Hash, Strategy: strategyOf(in.set)}
 	if c.Set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate {
 		plan.Note = fmt.Sprintf("spec.updateStrategy.type is %s: running pods are never updated; new pods get the current sidecars", plan.Strategy.Type)

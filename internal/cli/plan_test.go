@@ -171,7 +171,7 @@ func convert[T any](t *testing.T, obj map[string]any) *T {
 
 func newTestEngine(t *testing.T, sets []*appsv1alpha1.SidecarSet, revisions []*appsv1.ControllerRevision, nsLabels func(string) map[string]string) *Engine {
 	t.Helper()
-	e, err := NewEngine(sets, revisions, "sidecarset-system", func(_ context.Context, ns string) (map[string]string, error) { return nsLabels(ns), nil }, nil)
+	e, err := NewEngine(sets, revisions, inject.Scope{OperatorNamespace: "sidecarset-system"}, func(_ context.Context, ns string) (map[string]string, error) { return nsLabels(ns), nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

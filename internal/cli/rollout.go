@@ -16,11 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
@@ -192,19 +192,20 @@ func setFromFile(o *options, file, name string) (*appsv1alpha1.SidecarSet, error
 	return sets[0], nil
 }
 
-// optedInPods lists the opted-in pods of every namespace, only those the set's selector
-// matches when it parses (an invalid set is reported by the plan).
+// optedInPods lists the opted-in pods (the engine's inject.OptInSelector) of every namespace,
+// only those the set's selector matches when it parses (an invalid set is reported by the plan).
 func optedInPods(ctx context.Context, c client.Reader, set *appsv1alpha1.SidecarSet) ([]*corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
 	if err != nil || set.Spec.Selector == nil {
 		sel = labels.Everything()
 	}
-	optIn, err := labels.NewRequirement(appsv1alpha1.InjectLabel, selection.Equals, []string{appsv1alpha1.InjectLabelValue})
+	optIn, err := metav1.LabelSelectorAsSelector(inject.OptInSelector())
 	if err != nil {
 		return nil, err
 	}
+	requirements, _ := optIn.Requirements()
 	var list corev1.PodList
-	if err := c.List(ctx, &list, client.MatchingLabelsSelector{Selector: sel.Add(*optIn)}); err != nil {
+	if err := c.List(ctx, &list, client.MatchingLabelsSelector{Selector: sel.Add(requirements...)}); err != nil {
 		return nil, clusterError(fmt.Errorf("listing opted-in pods: %w", err))
 	}
 	pods := make([]*corev1.Pod, len(list.Items))

@@ -60,6 +60,7 @@ type options struct {
 	config            *genericclioptions.ConfigFlags
 	sidecarSets       string
 	operatorNamespace string
+	excluded          []string // --excluded-namespaces
 	allowedKeys       []string // --patch-pod-metadata-allowed-keys
 	namespaceLabels   map[string]string
 	// client, when set, is used instead of one built from config (tests).
@@ -123,6 +124,8 @@ pod, before it happens (rollout plan).
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "sidecarset-system",
 		"namespace the operator runs in: never injected, and where SidecarSet revisions are stored")
+	cmd.PersistentFlags().StringSliceVar(&o.excluded, "excluded-namespaces", nil,
+		"namespaces never injected besides kube-system and the operator's, as the operator's flag of that name says")
 	cmd.PersistentFlags().StringSliceVar(&o.allowedKeys, "patch-pod-metadata-allowed-keys", nil,
 		"annotation keys SidecarSets may patch onto pods, as the operator's flag of that name says (exact keys or prefix/*); empty allows none")
 	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newConvertCommand(o))
@@ -151,6 +154,12 @@ func (o *options) kubeClient() (client.Client, error) {
 		return nil, clusterError(fmt.Errorf("connecting to the cluster: %w", err))
 	}
 	return c, nil
+}
+
+// scope is where the operator never injects, as --operator-namespace and
+// --excluded-namespaces say.
+func (o *options) scope() inject.Scope {
+	return inject.Scope{OperatorNamespace: o.operatorNamespace, ExcludedNamespaces: o.excluded}
 }
 
 // namespace is the namespace of the kubeconfig context, or -n.
@@ -201,7 +210,7 @@ func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader, files []Do
 			return nil, &exitError{code: ExitRefused, err: err}
 		}
 		labels := o.namespaceLabels
-		return NewEngine(sets, nil, o.operatorNamespace, func(context.Context, string) (map[string]string, error) { return labels, nil },
+		return NewEngine(sets, nil, o.scope(), func(context.Context, string) (map[string]string, error) { return labels, nil },
 			func(_ context.Context, namespace string) ([]corev1.LimitRange, error) {
 				var out []corev1.LimitRange
 				for _, lr := range limitRanges {
@@ -236,7 +245,7 @@ func (o *options) sourcedEngine(ctx context.Context, stdin io.Reader, files []Do
 	for i := range revisions.Items {
 		revs[i] = &revisions.Items[i]
 	}
-	return NewEngine(sets, revs, o.operatorNamespace, func(ctx context.Context, name string) (map[string]string, error) {
+	return NewEngine(sets, revs, o.scope(), func(ctx context.Context, name string) (map[string]string, error) {
 		var ns corev1.Namespace
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) {
 			return nil, nil // not created yet: no labels, as for a namespace created with the manifest

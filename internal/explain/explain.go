@@ -25,15 +25,19 @@ import (
 type Verdict string
 
 // Verdicts, from the first reason that applies. Where the engine has a reason for the same
-// thing (inject.MatchReason), the verdict is that reason.
+// thing (inject.MatchReason, inject.GateReason), the verdict is that reason.
 const (
 	// Injects: the set injects into the Pod (at creation, for a Pod that exists).
 	Injects Verdict = "Injects"
-	// NamespaceExcluded: the Pod's namespace is never injected (the operator's own namespace,
-	// kube-system, or opted out with sidecarset.io/injection=disabled).
+	// NamespaceExcluded: the Pod's namespace is never injected (kube-system, the operator's
+	// own namespace, --excluded-namespaces, or opted out with sidecarset.io/injection=disabled:
+	// inject.GateExcludedNamespace and inject.GateNamespaceOptedOut).
 	NamespaceExcluded Verdict = "NamespaceExcluded"
 	// NotOptedIn: the Pod lacks the opt-in label; the API server never calls the webhook.
-	NotOptedIn = Verdict(inject.NotOptedIn)
+	NotOptedIn = Verdict(inject.GateNotOptedIn)
+	// MirrorPod: the Pod is a mirror pod, the API server's copy of a static pod, which is
+	// never injected (the kubelet runs the static pod's manifest, not the object).
+	MirrorPod = Verdict(inject.GateMirrorPod)
 	// Invalid: the set cannot be compiled and injects nothing.
 	Invalid Verdict = "Invalid"
 	// Stopped: the set conflicts with an older set and injects nothing while it lasts.
@@ -83,8 +87,9 @@ func Denied(list []Explanation) bool {
 
 // Options are the cluster's settings the webhook runs with.
 type Options struct {
-	// ExcludedNamespaces are never injected (the operator's own namespace, kube-system).
-	ExcludedNamespaces sets.Set[string]
+	// Scope names the namespaces never injected by name: the operator's own and
+	// --excluded-namespaces (kube-system always).
+	Scope inject.Scope
 	// Injected returns the set as it was when it injected a Pod (its stored revision of the
 	// hash), or nil when it is not known; it lets Explain name edits made since injection.
 	Injected func(c *inject.CompiledSet, hash string) *inject.CompiledSet
@@ -113,15 +118,8 @@ func Explain(snap *snapshot.Snapshot, p Pod, opts Options) []Explanation {
 		}
 		return sorted(out)
 	}
-	switch {
-	case opts.ExcludedNamespaces.Has(pod.Namespace):
-		return everyone(NamespaceExcluded, fmt.Sprintf("namespace %s is never injected (the operator's own namespace and kube-system are not)", pod.Namespace))
-	case p.NamespaceLabels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled:
-		return everyone(NamespaceExcluded, fmt.Sprintf("namespace %s is labelled %s=%s; remove the label to allow injection",
-			pod.Namespace, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled))
-	case !inject.OptedIn(pod.Labels):
-		return everyone(NotOptedIn, fmt.Sprintf("the pod does not carry the label %s=%s; the API server calls the webhook only for pods that do",
-			appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue))
+	if ok, reason, why := inject.Gate(&pod.ObjectMeta, p.NamespaceLabels, opts.Scope); !ok {
+		return everyone(gateVerdict(reason), why)
 	}
 
 	for name, err := range snap.Invalid {
@@ -373,6 +371,16 @@ func Recreation(pod *corev1.Pod, c *inject.CompiledSet) string {
 	}
 	return fmt.Sprintf("the rolling update evicts it and its %s %s recreates it with the current sidecars (PodDisruptionBudgets hold; see `kubectl sidecarset status %s` for the budget)",
 		owner.Kind, owner.Name, c.Name())
+}
+
+// gateVerdict is the verdict for a Pod the engine's gate keeps from every set.
+func gateVerdict(reason inject.GateReason) Verdict {
+	switch reason {
+	case inject.GateExcludedNamespace, inject.GateNamespaceOptedOut:
+		return NamespaceExcluded
+	default:
+		return Verdict(reason)
+	}
 }
 
 func orDefault(s, def string) string {

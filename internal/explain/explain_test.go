@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -99,7 +98,7 @@ func TestSidecarsOfExistingPods(t *testing.T) {
 			[]string{"not injected", "the rolling update evicts it and its ReplicaSet web-5d8f recreates it"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := Options{ExcludedNamespaces: sets.New("kube-system")}
+			opts := Options{}
 			if tc.injected != nil {
 				opts.Injected = func(*inject.CompiledSet, string) *inject.CompiledSet {
 					c, err := inject.Compile(tc.injected)
@@ -130,7 +129,7 @@ func TestSidecarsOfExistingPods(t *testing.T) {
 func TestNamespaceVerdicts(t *testing.T) {
 	snap := snapshotOf(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
 	pod := injectedPod(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
-	opts := Options{ExcludedNamespaces: sets.New("kube-system", "sidecarset-system")}
+	opts := Options{Scope: inject.Scope{OperatorNamespace: "sidecarset-system"}}
 	for _, tc := range []struct {
 		namespace string
 		labels    map[string]string
@@ -150,6 +149,18 @@ func TestNamespaceVerdicts(t *testing.T) {
 	}
 }
 
+// TestMirrorPodVerdict: a mirror pod, which the webhook and policy mode never inject, is never
+// said to be injected, whatever selects it.
+func TestMirrorPodVerdict(t *testing.T) {
+	snap := snapshotOf(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
+	pod := injectedPod(t, agentSet("registry.example/agent:1.0", appsv1alpha1.NotUpdate))
+	pod.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "3c9a1f2e"}
+	got := Explain(snap, Pod{Pod: pod}, Options{})
+	if len(got) != 1 || got[0].Verdict != MirrorPod || !strings.Contains(got[0].Why, "mirror pods are never injected") {
+		t.Errorf("a mirror pod: %+v, want MirrorPod", got)
+	}
+}
+
 // TestPartialRevision: for a set that pins a revision with policy Partial, the verdict names
 // the content the pod gets and why, and an existing pod is compared with the current spec.
 func TestPartialRevision(t *testing.T) {
@@ -165,7 +176,7 @@ func TestPartialRevision(t *testing.T) {
 	store := snapshot.NewStore()
 	store.UpsertRevision(rev)
 	store.Upsert(current)
-	opts := Options{ExcludedNamespaces: sets.New("kube-system")}
+	opts := Options{}
 
 	pod := injectedPod(t, stable) // the pinned revision's content, not matched by the update selector
 	got := Explain(store.Load(), Pod{Pod: pod}, opts)
@@ -238,7 +249,7 @@ func TestComputedResources(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/web:1",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600m")}}}}},
 	}
-	got := Explain(snapshotOf(t, set), Pod{Pod: pod}, Options{ExcludedNamespaces: sets.New("kube-system")})
+	got := Explain(snapshotOf(t, set), Pod{Pod: pod}, Options{})
 	if want := "resourcesPolicy computes from the pod's containers agent limits cpu=300m"; len(got) != 1 || !strings.Contains(got[0].Why, want) {
 		t.Errorf("explanations %+v, want one saying %q", got, want)
 	}
@@ -291,7 +302,7 @@ func TestRestartingPods(t *testing.T) {
 			for _, shape := range tc.shape {
 				shape(pod)
 			}
-			got := Explain(snapshotOf(t, v2), Pod{Pod: pod, Existing: true}, Options{ExcludedNamespaces: sets.New("kube-system"), Now: now})
+			got := Explain(snapshotOf(t, v2), Pod{Pod: pod, Existing: true}, Options{Now: now})
 			if len(got) != 1 {
 				t.Fatalf("explanations %+v, want one", got)
 			}

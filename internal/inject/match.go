@@ -1,11 +1,6 @@
 package inject
 
-import (
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-
-	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
-)
+import "k8s.io/apimachinery/pkg/labels"
 
 // MatchReason says why a SidecarSet does or does not apply to a Pod. The values are stable:
 // they label metrics and appear in explanations.
@@ -20,21 +15,6 @@ const (
 	InjectionPaused      MatchReason = "Paused"
 	NamespaceUnavailable MatchReason = "NamespaceUnavailable"
 )
-
-// OptedIn reports whether Pod labels carry the opt-in label.
-func OptedIn(podLabels map[string]string) bool {
-	return podLabels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue
-}
-
-// MirrorPod reports whether Pod annotations mark a mirror pod: the API server's copy of a
-// static pod, which the kubelet creates from a manifest on its node and runs from that
-// manifest, never from this object. Injecting one would show sidecars that do not run (or
-// get it refused: a mirror pod may not reference ConfigMaps or Secrets), so mirror pods are
-// never injected and their SidecarSets count them as excluded.
-func MirrorPod(podAnnotations map[string]string) bool {
-	_, ok := podAnnotations[corev1.MirrorPodAnnotationKey]
-	return ok
-}
 
 // SelectsPod reports whether the SidecarSet's pod selector matches the labels. It does not
 // look at the namespace or the opt-in label.
@@ -53,7 +33,7 @@ func (c *CompiledSet) SelectsNamespace(namespaceLabels map[string]string) bool {
 // is not a matter of matching: a paused set still matches (and counts) its Pods.
 func (c *CompiledSet) Match(podLabels, namespaceLabels map[string]string) MatchReason {
 	switch {
-	case !OptedIn(podLabels):
+	case !optedIn(podLabels):
 		return NotOptedIn
 	case !c.SelectsPod(podLabels):
 		return SelectorMismatch

@@ -80,27 +80,6 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-func TestMirrorPod(t *testing.T) {
-	tests := []struct {
-		name        string
-		annotations map[string]string
-		want        bool
-	}{
-		{name: "no annotations", annotations: nil, want: false},
-		{name: "other annotations", annotations: map[string]string{"kubernetes.io/config.source": "file"}, want: false},
-		// The kubelet writes the static pod's hash; any value marks a mirror pod.
-		{name: "mirror annotation", annotations: map[string]string{corev1.MirrorPodAnnotationKey: "3c9a1f2e"}, want: true},
-		{name: "mirror annotation, empty value", annotations: map[string]string{corev1.MirrorPodAnnotationKey: ""}, want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := inject.MirrorPod(tt.annotations); got != tt.want {
-				t.Errorf("MirrorPod(%v) = %v, want %v", tt.annotations, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestCandidatesAndNeedNamespace(t *testing.T) {
 	withSelector := func(name, app string, nsSel *metav1.LabelSelector) *appsv1alpha1.SidecarSet {
 		s := webSet(name, corev1.Container{Name: name, Image: "x:1"})

@@ -118,7 +118,7 @@ func (b *builder) runningContainers() []runningContainer {
 // while the app does: every regular container, and init containers that restart (native
 // sidecars).
 func runsAlongside(c *corev1.Container, init bool) bool {
-	return !init || c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	return !init || podrules.NativeSidecar(c)
 }
 
 // sidecarComesFirst says whether a sidecar (a native one when init; placed before the app's

@@ -3,8 +3,9 @@ package inject
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // ResizeRefusal says why the update's new requests and limits cannot be applied to the
@@ -23,7 +24,7 @@ func (u *InPlace) ResizeRefusal() string {
 		list := after.Spec.Containers
 		if c.Init {
 			list = after.Spec.InitContainers
-			if r := list[c.Index].RestartPolicy; r == nil || *r != corev1.ContainerRestartPolicyAlways {
+			if !podrules.NativeSidecar(&list[c.Index]) {
 				return fmt.Sprintf("init container %s is not a native sidecar (restartPolicy Always): its resources change only when the pod is recreated", c.Name)
 			}
 		}

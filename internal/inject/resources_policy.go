@@ -17,7 +17,6 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/podrules"
@@ -268,7 +267,7 @@ func policyTargets(pod *corev1.Pod, re *regexp.Regexp, injected func(name string
 	var out []*corev1.Container
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if ptr.Deref(c.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways && !injected(c.Name, true) && !sidecars(c.Name) && re.MatchString(c.Name) {
+		if podrules.NativeSidecar(c) && !injected(c.Name, true) && !sidecars(c.Name) && re.MatchString(c.Name) {
 			out = append(out, c)
 		}
 	}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -95,7 +94,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // --injection flag: only policy mode reads MutatingAdmissionPolicies, which API servers before
 // 1.36 do not serve (a cache option for a kind the server does not know fails the start).
 func CacheOptions(namespace, injection string) cache.Options {
-	optedIn := labels.SelectorFromSet(labels.Set{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue})
+	optedIn := labels.SelectorFromSet(inject.OptInSelector().MatchLabels)
 	rendered := labels.SelectorFromSet(labels.Set{policy.ManagedByLabel: policy.ManagedByValue})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
@@ -206,7 +205,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, fmt.Errorf("getting the LimitRange informer: %w", err)
 	}
 
-	excluded, err := excludedNamespaces(opts)
+	scope, err := injectionScope(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -214,20 +213,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(mgr, store, excluded, &allowed, opts.RefusalQuietPeriod); err != nil {
+	if err := setupWebhooks(mgr, store, scope, &allowed, opts.RefusalQuietPeriod); err != nil {
 		return nil, err
 	}
 	var policyStates *controllers.PolicyStates
 	if policyMode {
 		policyStates = controllers.NewPolicyStates()
 	}
-	if err := setupControllers(mgr, store, opts, status.Scope{ExcludedNamespaces: excluded}, policyMode, policyStates, &allowed); err != nil {
+	if err := setupControllers(mgr, store, opts, scope, policyMode, policyStates, &allowed); err != nil {
 		return nil, err
 	}
 	if policyMode {
 		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 			States:  policyStates,
-			Options: policy.Options{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}}
+			Options: policy.Options{Scope: scope}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
 		}
@@ -285,21 +284,17 @@ func servesPodResize(mgr ctrl.Manager) (bool, error) {
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods/resize" }), nil
 }
 
-// excludedNamespaces is every namespace never injected: kube-system, the operator's own and
-// opts.ExcludedNamespaces, which must be namespace names.
-func excludedNamespaces(opts Options) (sets.Set[string], error) {
-	excluded := sets.New(metav1.NamespaceSystem)
-	if opts.Namespace != "" {
-		excluded.Insert(opts.Namespace)
-	}
+// injectionScope is the engine's gate scope: the operator's own namespace and
+// opts.ExcludedNamespaces, which must be namespace names, are never injected (nor is
+// kube-system). The webhook, status, rollouts and policies all read this one scope.
+func injectionScope(opts Options) (inject.Scope, error) {
 	for _, ns := range opts.ExcludedNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			return nil, fmt.Errorf("--excluded-namespaces: %q is not a namespace name (%s); list names separated by commas",
+			return inject.Scope{}, fmt.Errorf("--excluded-namespaces: %q is not a namespace name (%s); list names separated by commas",
 				ns, strings.Join(msgs, ", "))
 		}
-		excluded.Insert(ns)
 	}
-	return excluded, nil
+	return inject.Scope{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}, nil
 }
 
 // ParseNamespaces splits the value of --excluded-namespaces: names separated by commas, blanks
@@ -334,9 +329,9 @@ func injectionMode(mgr ctrl.Manager, mode string) (bool, error) {
 	return true, nil
 }
 
-// setupWebhooks registers the pod injector (never injecting the excluded namespaces) and the
+// setupWebhooks registers the pod injector (never injecting what scope excludes) and the
 // SidecarSet validator.
-func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[string], allowed *inject.KeyAllowList, quiet time.Duration) error {
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, scope inject.Scope, allowed *inject.KeyAllowList, quiet time.Duration) error {
 	reader := mgr.GetCache()
 	// Each replica records the pods its webhook refuses into the set's status.refusals (its own
 	// entry) and a PodRefused event on the set.
@@ -353,7 +348,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, excluded sets.Set[st
 		Sets:               store,
 		PodSecurity:        podSecurity,
 		Recorder:           mgr.GetEventRecorder("sidecarset-injector"),
-		ExcludedNamespaces: excluded,
+		Scope:              scope,
 		AllowedAnnotations: allowed,
 		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
 		LimitRanges:        ourwebhook.LimitRangesFrom(reader),

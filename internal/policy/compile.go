@@ -28,12 +28,12 @@ const (
 	HashAnnotation = "sidecarset.io/hash"
 )
 
-// Options are the operator-wide settings a policy repeats from the webhook's registration.
+// Options are the operator-wide settings a policy repeats from the webhook.
 type Options struct {
-	// OperatorNamespace is never injected, so the operator's own pods always start.
-	OperatorNamespace string
-	// ExcludedNamespaces are never injected either (the operator's --excluded-namespaces).
-	ExcludedNamespaces []string
+	// Scope is the engine's gate scope: the operator's own namespace (never injected, so the
+	// operator's own pods always start, and where probe pods are created) and
+	// --excluded-namespaces. The binding renders the gate from it (renderBinding).
+	inject.Scope
 }
 
 // Compiled is the policy and binding that inject one SidecarSet.
@@ -219,7 +219,7 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 // of the set's does too (number and protocol): the engine refuses every pod such a set selects.
 // taken collects the ports seen.
 func containerPortTaken(c *appsv1alpha1.SidecarContainer, init bool, path string, taken sets.Set[string]) *Unsupported {
-	if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+	if init && !podrules.NativeSidecar(&c.Container) {
 		return nil // a plain init container runs alone
 	}
 	for pi, p := range podrules.DefaultedContainer(&c.Container, init, false).Ports {
@@ -299,14 +299,15 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 			Annotations: map[string]string{HashAnnotation: hash},
 		},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
-			// Whatever a binding selects, a policy never sees kube-system. The namespaces the
-			// webhook leaves out are left out by the set's binding (the probe binding selects
-			// the operator's namespace).
+			// Whatever a binding selects, a policy never sees kube-system (the namespace every
+			// scope excludes) nor a pod that does not opt in. The namespaces the gate leaves out
+			// are left out by the set's binding (the probe binding selects the operator's
+			// namespace).
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem}},
+					{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: inject.Scope{}.Namespaces()},
 				}},
-				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
+				ObjectSelector: inject.OptInSelector(),
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
@@ -318,7 +319,7 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 				// matchCondition would say it more plainly, but with one the API server (1.37) was seen
 				// to fail the shareVolumePolicy mutations ("unsupported conversion to ref.Val:
 				// (v1.VolumeMount)").
-				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(corev1.MirrorPodAnnotationKey)},
+				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)},
 				{Name: "recorded", Expression: hasAnnotation(appsv1alpha1.StatusAnnotation)},
 				{Name: "others", Expression: others},
 			}, variables...),
@@ -334,34 +335,20 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 	}
 }
 
-// excludedNamespaces lists the namespaces the webhook never injects, as its registration does:
-// kube-system, the operator's, then the others (each once).
-func excludedNamespaces(opts Options) []string {
-	out := []string{metav1.NamespaceSystem}
-	for _, ns := range append([]string{opts.OperatorNamespace}, opts.ExcludedNamespaces...) {
-		if ns != "" && !slices.Contains(out, ns) {
-			out = append(out, ns)
-		}
-	}
-	return out
-}
-
 func hasAnnotation(key string) string {
 	return fmt.Sprintf("has(object.metadata.annotations) && %s in object.metadata.annotations", quote(key))
 }
 
-// renderBinding binds the policy to the pods the set selects, in the namespaces the webhook
-// serves: the set's namespaceSelector, and none of the excluded namespaces or those labelled
-// injection-disabled, as the webhook's registration says.
+// renderBinding binds the policy to the pods the set selects, in the namespaces the engine's
+// gate lets through (inject.Scope.NamespaceRequirements) that the set's namespaceSelector
+// selects. The gate's other rules are the policy's: its objectSelector (opt-in) and its routed
+// variable (mirror pods).
 func renderBinding(set *appsv1alpha1.SidecarSet, opts Options) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
 	namespaces := &metav1.LabelSelector{}
 	if set.Spec.NamespaceSelector != nil {
 		namespaces = set.Spec.NamespaceSelector.DeepCopy()
 	}
-	namespaces.MatchExpressions = append(namespaces.MatchExpressions,
-		metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excludedNamespaces(opts)},
-		metav1.LabelSelectorRequirement{Key: appsv1alpha1.NamespaceInjectionLabel, Operator: metav1.LabelSelectorOpNotIn,
-			Values: []string{appsv1alpha1.NamespaceInjectionDisabled}})
+	namespaces.MatchExpressions = append(namespaces.MatchExpressions, opts.NamespaceRequirements()...)
 	match := &admissionregistrationv1.MatchResources{ObjectSelector: set.Spec.Selector.DeepCopy(), NamespaceSelector: namespaces}
 	return binding(set, Name(set.Name), match)
 }
@@ -579,7 +566,7 @@ func portsTaken(spec *appsv1alpha1.SidecarSetSpec) (string, bool) {
 	}{{spec.InitContainers, true}, {spec.Containers, false}} {
 		for i := range l.containers {
 			c := &l.containers[i]
-			if l.init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			if l.init && !podrules.NativeSidecar(&c.Container) {
 				continue // a plain init container runs alone
 			}
 			for _, p := range c.Ports {

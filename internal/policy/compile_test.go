@@ -32,7 +32,7 @@ func plainSet(name string) *appsv1alpha1.SidecarSet {
 		builders.WithPullSecrets("regcred"))
 }
 
-var testOptions = policy.Options{OperatorNamespace: "sidecarset-system"}
+var testOptions = policy.Options{Scope: inject.Scope{OperatorNamespace: "sidecarset-system"}}
 
 // transfersOf is n transferEnv entries, VAR_0 to VAR_n-1 from the container app.
 func transfersOf(n int) []appsv1alpha1.TransferEnvVar {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 )
@@ -28,7 +29,7 @@ const (
 
 // goldenOptions are the options every golden case is compiled with: the operator's namespace
 // as the default manifests install it.
-var goldenOptions = policy.Options{OperatorNamespace: "sidecarset-system"}
+var goldenOptions = policy.Options{Scope: inject.Scope{OperatorNamespace: "sidecarset-system"}}
 
 // TestGolden compiles every SidecarSet of every engine golden case (the case's other sets as
 // the others) and compares the rendered policies, bindings and Unsupported reasons with

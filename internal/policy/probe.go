@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
 // A written policy is not yet in force: each API server loads policies and bindings from its
@@ -36,9 +38,9 @@ const (
 func ProbeName(set string) string { return "probe.sidecarset-" + set }
 
 // probes reports whether the policies are probed: the probe pods need the operator's namespace
-// (never kube-system, which no policy ever sees).
+// (never kube-system, which no policy ever sees: see renderPolicy).
 func probes(opts Options) bool {
-	return opts.OperatorNamespace != "" && opts.OperatorNamespace != metav1.NamespaceSystem
+	return opts.OperatorNamespace != "" && !slices.Contains(inject.Scope{}.Namespaces(), opts.OperatorNamespace)
 }
 
 // withProbe makes the policy answer probe pods: a pod in the operator's namespace reaches the
@@ -70,13 +72,15 @@ func digest(obj any) string {
 }
 
 // ProbePod is the pod the operator dry-runs in its namespace to see whether the API server runs
-// the policy whose probe binding has key: the policy adds ProbeAnnotation. The pod passes the
-// restricted Pod Security level and any LimitRange; it is never stored.
+// the policy whose probe binding has key: the policy adds ProbeAnnotation. It opts in, as the
+// policy's objectSelector asks. The pod passes the restricted Pod Security level and any
+// LimitRange; it is never stored.
 func ProbePod(namespace, key string) *corev1.Pod {
 	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("8Mi")}
+	labels := inject.OptInSelector().MatchLabels
+	labels[ProbeLabel] = key
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "sidecarset-probe-", Namespace: namespace,
-			Labels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, ProbeLabel: key}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "sidecarset-probe-", Namespace: namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: ptr.To(false),
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),

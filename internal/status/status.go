@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -29,19 +28,9 @@ type Counts struct {
 	Restarting, Stopping, ReadyRestarting int32
 }
 
-// Scope is where the pod webhook injects: everywhere but kube-system, the operator's own
-// namespace and namespaces labelled sidecarset.io/injection=disabled (the webhook
-// configuration's namespaceSelector, and the injector's own check).
-type Scope struct {
-	// ExcludedNamespaces are never injected, whatever their labels.
-	ExcludedNamespaces sets.Set[string]
-}
-
-// Excludes reports whether the webhook never injects pods of the namespace.
-func (s Scope) Excludes(namespace string, labels map[string]string) bool {
-	return s.ExcludedNamespaces.Has(namespace) ||
-		labels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled
-}
+// Scope is the engine's gate scope (inject.Scope): the namespaces never injected by name.
+// Classify counts a selected Pod that the gate keeps from injection as excluded.
+type Scope = inject.Scope
 
 // Count classifies the Pods against one SidecarSet. namespaceLabels returns the labels of a
 // namespace by name.
@@ -151,16 +140,19 @@ func (c *Counts) add(s PodState, d int32) {
 // deleted is selected as Terminating: no status count includes it, but the rollout's budget
 // does.
 func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) (s PodState, selected bool) {
-	if finished(pod) || !set.SelectsPod(pod.Labels) || !inject.OptedIn(pod.Labels) {
+	if finished(pod) || !set.SelectsPod(pod.Labels) {
 		return s, false
 	}
 	nsLabels := namespaceLabels(pod.Namespace)
-	if set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
+	// A Pod that does not opt in is no set's; one the gate keeps out for any other reason is
+	// selected, and excluded.
+	open, reason, _ := inject.Gate(&pod.ObjectMeta, nsLabels, scope)
+	if reason == inject.GateNotOptedIn || set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
 		return s, false
 	}
 	s.Pod = pod
 	s.Terminating = pod.DeletionTimestamp != nil
-	if scope.Excludes(pod.Namespace, nsLabels) || inject.MirrorPod(pod.Annotations) {
+	if !open {
 		s.Excluded = true
 		return s, true
 	}

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/diff"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -255,7 +254,7 @@ func TestFinishedAndPodReady(t *testing.T) {
 }
 
 // testScope excludes what a deployment in sidecarset-system does.
-var testScope = Scope{ExcludedNamespaces: sets.New("kube-system", "sidecarset-system")}
+var testScope = Scope{OperatorNamespace: "sidecarset-system"}
 
 // cond is a condition as Compute writes it, at generation 3.
 func cond(typ string, status metav1.ConditionStatus, reason string, at metav1.Time) metav1.Condition {

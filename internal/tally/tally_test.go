@@ -11,14 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
-var testScope = status.Scope{ExcludedNamespaces: sets.New("kube-system")}
+var testScope = status.Scope{}
 
 // world is the truth the Tally is compared with: every Pod, Namespace and set as a full
 // recount would see them.

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
 // SetsOverlap reports whether some Pod can be selected by both SidecarSet specs: a Pod that
@@ -21,9 +22,9 @@ func SetsOverlap(a, b *appsv1alpha1.SidecarSetSpec) (bool, error) {
 	if err := selectorsError(b); err != nil {
 		return false, fmt.Errorf("second SidecarSet: %w", err)
 	}
-	// Only opted-in Pods are ever injected, so a selector that excludes the opt-in label
-	// overlaps nothing, whatever else it says.
-	pods, err := satisfiable(a.Selector, b.Selector, optInSelector())
+	// Only opted-in Pods are ever injected (the engine's gate), so a selector that excludes
+	// the opt-in label overlaps nothing, whatever else it says.
+	pods, err := satisfiable(a.Selector, b.Selector, inject.OptInSelector())
 	if err != nil {
 		return false, fmt.Errorf("pod selectors: %w", err)
 	}
@@ -65,14 +66,6 @@ func parseSelector(s *metav1.LabelSelector) error {
 // invalid key or value), naming it "selector 1" (a) or "selector 2" (b).
 func SelectorsOverlap(a, b *metav1.LabelSelector) (bool, error) {
 	return satisfiable(a, b)
-}
-
-// optInSelector is the requirement every injected Pod satisfies. It is built on each call so
-// that no caller can modify a shared value.
-func optInSelector() *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: map[string]string{
-		appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue,
-	}}
 }
 
 // satisfiable decides whether the conjunction of all requirements of all selectors can hold.

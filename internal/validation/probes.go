@@ -3,6 +3,8 @@ package validation
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // validateRestartAndProbes checks restartPolicy, probes and lifecycle hooks, which depend on
@@ -21,15 +23,15 @@ func validateRestartAndProbes(c *corev1.Container, kind containerKind, path *fie
 		}
 		return append(errs, validateHandlers(c, path)...)
 	}
-	if c.RestartPolicy == nil {
+	switch {
+	case podrules.NativeSidecar(c):
+		return validateHandlers(c, path)
+	case c.RestartPolicy == nil:
 		return forbidOnPlainInit(c, path)
 	}
-	if *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-		err := field.NotSupported(p, *c.RestartPolicy, []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways})
-		err.Detail += "; Always makes a native sidecar, leave it unset for an init container that runs to completion"
-		return append(field.ErrorList{err}, forbidOnPlainInit(c, path)...)
-	}
-	return validateHandlers(c, path)
+	err := field.NotSupported(p, *c.RestartPolicy, []corev1.ContainerRestartPolicy{corev1.ContainerRestartPolicyAlways})
+	err.Detail += "; Always makes a native sidecar, leave it unset for an init container that runs to completion"
+	return append(field.ErrorList{err}, forbidOnPlainInit(c, path)...)
 }
 
 // forbidOnPlainInit refuses the fields the API server refuses on an init container that runs

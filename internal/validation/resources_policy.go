@@ -7,10 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
 // validateResourcesPolicy checks a sidecar's resourcesPolicy: exclusive with fixed requests
@@ -27,7 +27,7 @@ func validateResourcesPolicy(c *appsv1alpha1.SidecarContainer, kind containerKin
 	if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
 		errs = append(errs, field.Forbidden(path, "resourcesPolicy and resources.requests/limits are mutually exclusive: keep resourcesPolicy to compute the sidecar's requests and limits from the app containers, or resources for fixed ones"))
 	}
-	if kind == initContainer && ptr.Deref(c.RestartPolicy, "") != corev1.ContainerRestartPolicyAlways {
+	if kind == initContainer && !podrules.NativeSidecar(&c.Container) {
 		errs = append(errs, field.Forbidden(path, "resourcesPolicy is supported on an init container only when it is a native sidecar (restartPolicy: Always); remove it, or give the init container fixed resources"))
 	}
 	switch p.TargetContainersMode {

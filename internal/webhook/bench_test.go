@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -136,7 +135,7 @@ func benchInjector(n int, variant string) *PodInjector {
 		set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: overrideAnnotation, Container: "log-agent",
 			Field: appsv1alpha1.OverrideLimitsCPU, Rule: "amount.compareTo(quantity('1')) <= 0"}}
 	}
-	h := &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"),
+	h := &PodInjector{Sets: store,
 		NamespaceLabels: func(context.Context, string) (map[string]string, error) { return nil, nil }}
 	switch variant {
 	case "limitranged,unsized": // the sidecar sets no resources: the LimitRange's defaults give them

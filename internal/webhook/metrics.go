@@ -34,16 +34,13 @@ func init() {
 
 // Reasons for the reason label.
 const (
-	reasonNotPodCreate      = "NotPodCreate"
-	reasonExcludedNamespace = "ExcludedNamespace"
-	reasonNotOptedIn        = "NotOptedIn"
-	reasonMirrorPod         = "MirrorPod"
-	reasonNoMatch           = "NoMatchingSidecarSet"
-	reasonUnchanged         = "AlreadyInjected"
-	reasonInjected          = "Injected"
-	reasonStripped          = "StaleInjectionRemoved"
-	reasonDecode            = "DecodeError"
-	reasonNotReady          = "NotReady"
-	reasonNamespaceLookup   = "NamespaceLookupError"
-	reasonInjectionError    = "InjectionError"
+	reasonNotPodCreate    = "NotPodCreate"
+	reasonNoMatch         = "NoMatchingSidecarSet"
+	reasonUnchanged       = "AlreadyInjected"
+	reasonInjected        = "Injected"
+	reasonStripped        = "StaleInjectionRemoved"
+	reasonDecode          = "DecodeError"
+	reasonNotReady        = "NotReady"
+	reasonNamespaceLookup = "NamespaceLookupError"
+	reasonInjectionError  = "InjectionError"
 )

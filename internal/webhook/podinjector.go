@@ -43,7 +43,8 @@ type NamespaceLabelsFunc func(ctx context.Context, name string) (map[string]stri
 type LimitRangesFunc func(ctx context.Context, namespace string) ([]corev1.LimitRange, error)
 
 // PodInjector mutates opted-in Pods at creation. The API server only calls it for Pods with the
-// opt-in label (the webhook's objectSelector), outside excluded namespaces.
+// opt-in label (the webhook's objectSelector), outside excluded namespaces; it asks the engine's
+// gate (inject.Gate) all the same, since its registration's selectors can be replaced (OLM).
 type PodInjector struct {
 	// Sets is the compiled view of every SidecarSet.
 	Sets *snapshot.Store
@@ -54,9 +55,9 @@ type PodInjector struct {
 	// that breaks one is refused naming its SidecarSet rather than by the API server's
 	// LimitRanger, whose message names neither. Nil checks none.
 	LimitRanges LimitRangesFunc
-	// ExcludedNamespaces are never injected, whatever the webhook configuration says: the
-	// operator's own namespace and kube-system.
-	ExcludedNamespaces sets.Set[string]
+	// Scope names the namespaces never injected by name, whatever the webhook configuration
+	// says: the operator's own and --excluded-namespaces (kube-system always).
+	Scope inject.Scope
 	// AllowedAnnotations are the annotation keys SidecarSets may patch onto pods
 	// (--patch-pod-metadata-allowed-keys); nil allows none.
 	AllowedAnnotations *inject.KeyAllowList
@@ -117,21 +118,23 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 	if meta.Namespace == "" {
 		meta.Namespace = req.Namespace
 	}
-	if h.ExcludedNamespaces.Has(meta.Namespace) {
-		return skip(reasonExcludedNamespace, "namespace "+meta.Namespace+" is never injected")
+	// The namespace is read for the gate's opt-out label on every admission: under OLM the
+	// webhook's own namespaceSelector is replaced.
+	namespaceLabels, err := h.NamespaceLabels(ctx, meta.Namespace)
+	if err != nil {
+		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", meta.Namespace, err))
 	}
-	if !inject.OptedIn(meta.Labels) {
-		return skip(reasonNotOptedIn, "pod does not carry the opt-in label")
-	}
-	if inject.MirrorPod(meta.Annotations) {
-		return skip(reasonMirrorPod, "mirror pods are never injected: the kubelet runs the static pod's manifest, not this object")
+	gated := metav1.ObjectMeta{Namespace: meta.Namespace, Labels: meta.Labels, Annotations: meta.Annotations}
+	if ok, reason, msg := inject.Gate(&gated, namespaceLabels, h.Scope); !ok {
+		return skip(string(reason), msg)
 	}
 	if !h.Sets.Ready() {
 		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
-	return h.admit(ctx, req, view, snap).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
+	return h.admit(ctx, req, view, snap, namespaceLabels).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
 }
 
 // pinWarnings tell the user which SidecarSets that select the pod pin a revision that is not
@@ -179,7 +182,7 @@ func invalidWarnings(snap *snapshot.Snapshot) []string {
 	return out
 }
 
-func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *headView, snap *snapshot.Snapshot) admission.Response {
+func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *headView, snap *snapshot.Snapshot, namespaceLabels map[string]string) admission.Response {
 	meta := &view.Metadata
 	candidates := inject.Candidates(snap.Sets, meta.Labels)
 	if len(candidates) == 0 && meta.Annotations[appsv1alpha1.StatusAnnotation] == "" {
@@ -215,7 +218,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 			return decodeError(err)
 		}
 	}
-	return h.inject(ctx, req, admitted, pod, candidates, snap.Get, limitRanges)
+	return h.inject(ctx, req, admitted, pod, candidates, snap.Get, namespaceLabels, limitRanges)
 }
 
 func decodeError(err error) admission.Response {
@@ -224,19 +227,8 @@ func decodeError(err error) admission.Response {
 }
 
 func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries inject.Admitted, pod *corev1.Pod, candidates []*inject.CompiledSet,
-	setByName func(string) (*inject.CompiledSet, bool), limitRanges []corev1.LimitRange) admission.Response {
-	// The namespace is read for its opt-out label on every injection, not only for namespace
-	// selectors: under OLM the webhook's own namespaceSelector is replaced.
-	labels, err := h.NamespaceLabels(ctx, pod.Namespace)
-	if err != nil {
-		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", pod.Namespace, err))
-	}
-	if labels[appsv1alpha1.NamespaceInjectionLabel] == appsv1alpha1.NamespaceInjectionDisabled {
-		return skip(reasonExcludedNamespace, "namespace "+pod.Namespace+" is labelled "+
-			appsv1alpha1.NamespaceInjectionLabel+"="+appsv1alpha1.NamespaceInjectionDisabled)
-	}
-	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: labels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
+	setByName func(string) (*inject.CompiledSet, bool), namespaceLabels map[string]string, limitRanges []corev1.LimitRange) admission.Response {
+	in := inject.Input{Pod: pod, Sets: candidates, NamespaceLabels: namespaceLabels, SetByName: setByName, AllowedAnnotations: h.AllowedAnnotations,
 		Key: string(req.UID), LimitRanges: limitRanges}
 	res, err := inject.Apply(in)
 	// A dry run has no side effects (the webhook says sideEffects: None): no event, and no

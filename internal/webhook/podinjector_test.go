@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -126,7 +125,7 @@ func goldenInjector(t *testing.T, c injecttest.Case) *PodInjector {
 	if inv := store.Load().Invalid; len(inv) > 0 {
 		t.Fatalf("invalid SidecarSets in case %s: %v", c.Name, inv)
 	}
-	return &PodInjector{Sets: store, ExcludedNamespaces: sets.New("kube-system"), AllowedAnnotations: injecttest.AllowList(t),
+	return &PodInjector{Sets: store, AllowedAnnotations: injecttest.AllowList(t),
 		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
 			if c.Namespace == nil {
 				return nil, nil
@@ -189,7 +188,7 @@ func TestPodInjectorGuards(t *testing.T) {
 			r.Namespace, r.Object.Raw = "kube-system", mustMarshal(t, optedInPod("kube-system", nil))
 		},
 		allowed: true, code: http.StatusOK, msg: "kube-system is never injected",
-		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+		wantMetric: [2]string{resultSkipped, string(inject.GateExcludedNamespace)},
 	}, {
 		// At creation the Pod's metadata.namespace is often empty: the request's counts.
 		name: "excluded namespace from the request",
@@ -197,7 +196,7 @@ func TestPodInjectorGuards(t *testing.T) {
 			r.Namespace, r.Object.Raw = "kube-system", mustMarshal(t, optedInPod("", nil))
 		},
 		allowed: true, code: http.StatusOK, msg: "kube-system is never injected",
-		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+		wantMetric: [2]string{resultSkipped, string(inject.GateExcludedNamespace)},
 	}, {
 		// OLM replaces the webhook's namespaceSelector, so the injector checks the opt-out too.
 		name: "namespace labelled injection disabled",
@@ -205,7 +204,7 @@ func TestPodInjectorGuards(t *testing.T) {
 			h.NamespaceLabels = namespaceLabels(map[string]string{appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled}, nil)
 		},
 		allowed: true, code: http.StatusOK, msg: "sidecarset.io/injection=disabled",
-		wantMetric: [2]string{resultSkipped, reasonExcludedNamespace},
+		wantMetric: [2]string{resultSkipped, string(inject.GateNamespaceOptedOut)},
 	}, {
 		name: "not opted in",
 		edit: func(r *admission.Request) {
@@ -213,15 +212,15 @@ func TestPodInjectorGuards(t *testing.T) {
 			delete(pod.Labels, appsv1alpha1.InjectLabel)
 			r.Object.Raw = mustMarshal(t, pod)
 		},
-		allowed: true, code: http.StatusOK, msg: "opt-in label",
-		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
+		allowed: true, code: http.StatusOK, msg: "does not carry the label sidecarset.io/inject=true",
+		wantMetric: [2]string{resultSkipped, string(inject.GateNotOptedIn)},
 	}, {
 		name: "opt-in label with another value",
 		edit: func(r *admission.Request) {
 			r.Object.Raw = mustMarshal(t, optedInPod("web", map[string]string{appsv1alpha1.InjectLabel: "false"}))
 		},
-		allowed: true, code: http.StatusOK, msg: "opt-in label",
-		wantMetric: [2]string{resultSkipped, reasonNotOptedIn},
+		allowed: true, code: http.StatusOK, msg: "does not carry the label sidecarset.io/inject=true",
+		wantMetric: [2]string{resultSkipped, string(inject.GateNotOptedIn)},
 	}, {
 		// The kubelet runs a static pod from its manifest; its mirror pod is never injected.
 		name: "mirror pod",
@@ -231,7 +230,7 @@ func TestPodInjectorGuards(t *testing.T) {
 			r.Object.Raw = mustMarshal(t, pod)
 		},
 		allowed: true, code: http.StatusOK, msg: "mirror pods are never injected",
-		wantMetric: [2]string{resultSkipped, reasonMirrorPod},
+		wantMetric: [2]string{resultSkipped, string(inject.GateMirrorPod)},
 	}, {
 		name:     "store not synced",
 		injector: func(h *PodInjector) { h.Sets.SetSynced(func() bool { return false }) },
@@ -338,7 +337,7 @@ func TestPodInjectorGuards(t *testing.T) {
 // TestPodInjectorMetrics checks that each outcome moves its own counter and no other.
 func TestPodInjectorMetrics(t *testing.T) {
 	type outcome struct{ result, reason string }
-	all := []outcome{{resultInjected, reasonInjected}, {resultSkipped, reasonNotOptedIn}, {resultSkipped, reasonNoMatch},
+	all := []outcome{{resultInjected, reasonInjected}, {resultSkipped, string(inject.GateNotOptedIn)}, {resultSkipped, reasonNoMatch},
 		{resultSkipped, reasonUnchanged}, {resultDenied, string(inject.ReasonContainerClash)}, {resultError, reasonDecode}}
 	injected := mustMarshal(t, optedInPod("web", nil))
 	tests := []struct {
@@ -642,9 +641,9 @@ func ptrTo[T any](v T) *T { return &v }
 func testInjector(t *testing.T) *PodInjector {
 	t.Helper()
 	return &PodInjector{
-		Sets:               storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", nil)),
-		ExcludedNamespaces: sets.New("kube-system", "sidecarset-system"),
-		NamespaceLabels:    namespaceLabels(nil, nil),
+		Sets:            storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", nil)),
+		Scope:           inject.Scope{OperatorNamespace: "sidecarset-system"},
+		NamespaceLabels: namespaceLabels(nil, nil),
 	}
 }
 

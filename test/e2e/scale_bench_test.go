@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
@@ -499,7 +500,7 @@ func compilePolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels
 			others = append(others, &sets.Items[i])
 		}
 	}
-	compiled, err := policy.Compile(set, others, nil, policy.Options{OperatorNamespace: operatorNamespace})
+	compiled, err := policy.Compile(set, others, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
 	must(b, err)
 	if compiled.Unsupported != nil {
 		b.Fatalf("the bench set cannot be compiled: %s", compiled.Unsupported)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 )
 
@@ -34,7 +35,7 @@ func TestPolicyModeInjectsPodsWithManyMounts(t *testing.T) {
 		t.Fatalf("webhook mode shares %d mounts into the sidecar, want the app's 400 and more", n)
 	}
 
-	compiled, err := policy.Compile(set, []*appsv1alpha1.SidecarSet{set}, nil, policy.Options{OperatorNamespace: operatorNamespace})
+	compiled, err := policy.Compile(set, []*appsv1alpha1.SidecarSet{set}, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
 	must(t, err)
 	createPolicy(t, compiled)
 	registerPolicyModeWebhook(t)

@@ -130,7 +130,7 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 			}
 			pod, sets := setUpCase(t, c)
 			for _, set := range sets {
-				compiled, err := policy.Compile(set, sets, nil, policy.Options{OperatorNamespace: operatorNamespace})
+				compiled, err := policy.Compile(set, sets, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
 				must(t, err)
 				createPolicy(t, compiled)
 			}
@@ -410,7 +410,7 @@ func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.Policy
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	must(t, err)
 	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, States: controllers.NewPolicyStates(),
-		Options: policy.Options{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}
+		Options: policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}}
 	must(t, rec.SetupWithManager(mgr))
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -495,7 +495,7 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 		o.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i)}}
 		others = append(others, o)
 	}
-	compiled, err := policy.Compile(set, others, nil, policy.Options{OperatorNamespace: operatorNamespace})
+	compiled, err := policy.Compile(set, others, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
 	must(t, err)
 	if compiled.Unsupported != nil {
 		t.Fatalf("the largest set is not compiled: %s", compiled.Unsupported)

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
 // rendered decodes every object of the rendered config/default, keyed by "Kind/name".
@@ -168,24 +170,32 @@ func TestManagerDeploymentIsProductionGrade(t *testing.T) {
 	}
 }
 
+// TestPodWebhookOnlySeesOptedInPods: the pod webhook's registration selects the pods and
+// namespaces the engine's gate lets through (inject.Gate, for config/default's operator
+// namespace); the gate's mirror-pod rule is the handler's alone.
 func TestPodWebhookOnlySeesOptedInPods(t *testing.T) {
 	objs := rendered(t)
 	cfg := get[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/sidecarset-mutating-webhook-configuration")
 	hook := cfg.Webhooks[0]
-	if hook.ObjectSelector == nil || hook.ObjectSelector.MatchLabels[appsv1alpha1.InjectLabel] != appsv1alpha1.InjectLabelValue {
-		t.Errorf("objectSelector = %+v, want %s=%s", hook.ObjectSelector, appsv1alpha1.InjectLabel, appsv1alpha1.InjectLabelValue)
+	if want := inject.OptInSelector(); !apiequality.Semantic.DeepEqual(hook.ObjectSelector, want) {
+		t.Errorf("objectSelector = %+v, want the gate's %+v", hook.ObjectSelector, want)
 	}
 	nsSel, err := metav1.LabelSelectorAsSelector(hook.NamespaceSelector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ns, want := range map[string]bool{"kube-system": false, "sidecarset-system": false, "shop": true} {
-		if got := nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": ns}); got != want {
-			t.Errorf("namespaceSelector matches %s = %v, want %v", ns, got, want)
+	scope := inject.Scope{OperatorNamespace: "sidecarset-system"}
+	for _, ns := range []string{"kube-system", "sidecarset-system", "shop"} {
+		for _, nsLabels := range []map[string]string{nil, {appsv1alpha1.NamespaceInjectionLabel: appsv1alpha1.NamespaceInjectionDisabled}} {
+			want, _, _ := inject.Gate(&metav1.ObjectMeta{Namespace: ns, Labels: inject.OptInSelector().MatchLabels}, nsLabels, scope)
+			set := labels.Set{corev1.LabelMetadataName: ns}
+			for k, v := range nsLabels {
+				set[k] = v
+			}
+			if got := nsSel.Matches(set); got != want {
+				t.Errorf("namespaceSelector matches %v = %v; the gate lets its pods through: %v", set, got, want)
+			}
 		}
-	}
-	if nsSel.Matches(labels.Set{"kubernetes.io/metadata.name": "shop", "sidecarset.io/injection": "disabled"}) {
-		t.Error("a namespace labelled sidecarset.io/injection=disabled is still sent to the webhook")
 	}
 	if *hook.SideEffects != admissionregistrationv1.SideEffectClassNone || *hook.FailurePolicy != admissionregistrationv1.Fail ||
 		*hook.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy || *hook.TimeoutSeconds > 10 {
