@@ -243,9 +243,7 @@ cmd_up() {
 # cluster in reverse start order) and remove the state directory.
 remove_state() {
   [[ -d $STATE_DIR ]] || return 0
-  if [[ ! -f $STATE_DIR/$STATE_MARKER ]]; then
-    die "$STATE_DIR has no $STATE_MARKER: not a directory this script created; not removing it"
-  fi
+  require_owned_state
   # The real node first: its containers, mounts and cgroups, which stopping its pid would leave.
   if [[ -e $STATE_DIR/node.env || -d $STATE_DIR/node ]]; then
     "$REPO_ROOT/hack/node.sh" down
