@@ -27,7 +27,9 @@
 # the kubelet in a private mount namespace (hack/realnode/node-ns.sh): the kubelet's changes to
 # kernel settings never reach the host. Its daemons, shims and pods live in one cgroup of its own,
 # named after the state directory, in every cgroup hierarchy (the kubelet's cgroupRoot): `down`
-# kills what is in it and nothing else, never another kubelet's pods.
+# kills what is in it and nothing else, never another kubelet's pods. The kubelet serves its API on
+# 127.0.0.1 to clients with a certificate of the cluster CA only, authorized by the API server
+# (webhook); the registry takes pushes only with credentials this script makes (node/registry.auth).
 # Needs root (runc, cgroups, mounts).
 # State: $SIDECARSET_CLUSTER_DIR/node (see hack/cluster.sh).
 set -euo pipefail
@@ -97,7 +99,7 @@ node_tools() {
 push() {
   local ref=127.0.0.1:$REGISTRY_PORT/$1
   shift
-  devtool push "$ref" "$@" || die "pushing $ref failed"
+  SIDECARSET_REGISTRY_AUTH=$NODE_DIR/registry.auth devtool push "$ref" "$@" || die "pushing $ref failed"
   echo "$ref"
 }
 
@@ -120,6 +122,11 @@ write_node_config() {
   mkdir -p "$d"/{cni/bin,cni/conf,certs.d/127.0.0.1:"$REGISTRY_PORT",kubelet,pod-logs,containerd}
   new_cert "$c" ca "node-$REAL_NODE_NAME" "/O=system:nodes/CN=system:node:$REAL_NODE_NAME" "$(
     printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=clientAuth'
+  )"
+  # The kubelet's serving certificate, which the API server checks (--kubelet-certificate-authority).
+  new_cert "$c" ca "kubelet-$REAL_NODE_NAME" "/O=system:nodes/CN=system:node:$REAL_NODE_NAME" "$(
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=serverAuth' \
+      "subjectAltName=IP:127.0.0.1,DNS:$REAL_NODE_NAME"
   )"
   cat >"$d/kubeconfig" <<EOF
 apiVersion: v1
@@ -170,7 +177,9 @@ state = "/run/containerd"
     conf_dir = "$d/cni/conf"
 EOF
   # cgroup v1 (this machine's layout) must be allowed explicitly since kubelet 1.35; the pods'
-  # cgroups go below the node's own (cgroupRoot). Eviction
+  # cgroups go below the node's own (cgroupRoot). Its API (logs, exec, port-forward) takes only
+  # clients with a certificate of the cluster CA (the API server's kubelet client), each request
+  # authorized by the API server (SubjectAccessReview); no anonymous request. Eviction
   # thresholds are low: the node shares the machine's disk and memory with everything else.
   cat >"$d/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -180,6 +189,8 @@ port: $KUBELET_PORT
 healthzBindAddress: 127.0.0.1
 healthzPort: $KUBELET_HEALTHZ_PORT
 readOnlyPort: 0
+tlsCertFile: $c/kubelet-$REAL_NODE_NAME.crt
+tlsPrivateKeyFile: $c/kubelet-$REAL_NODE_NAME.key
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: /$NODE_CGROUP
@@ -188,9 +199,10 @@ makeIPTablesUtilChains: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 podLogsDir: $d/pod-logs
 authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $c/ca.crt}
+authorization: {mode: Webhook}
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 100
@@ -261,6 +273,8 @@ node_logs() {
 
 cmd_up() {
   cluster_up || die "the cluster is not up: run SIDECARSET_REAL_NODE=true hack/cluster.sh up"
+  [[ -f $STATE_DIR/certs/apiserver-kubelet-client.crt ]] ||
+    die "the cluster's API server has no kubelet client certificate: start it with SIDECARSET_REAL_NODE=true hack/cluster.sh up"
   take_lock "$STATE_DIR.node.lock"
   if load_node_env && running registry && running node && node_ready; then
     log "already up: node $REAL_NODE_NAME Ready, registry 127.0.0.1:$REGISTRY_PORT"
@@ -283,13 +297,20 @@ EOF
   log "binaries ready ($(since "$start"))"
 
   mkdir -p "$NODE_DIR/registry"
-  start_bg registry "$(devtool_bin)" registry "$REGISTRY_PORT" "$NODE_DIR/registry"
+  # Pushing takes these credentials, readable by root only: no other user of the machine can push
+  # or replace an image the node runs. Pulls stay anonymous (containerd pulls without any).
+  (umask 077 && printf 'sidecarset:%s\n' "$(openssl rand -hex 24)" >"$NODE_DIR/registry.auth")
+  start_bg registry "$(devtool_bin)" registry "$REGISTRY_PORT" "$NODE_DIR/registry" "$NODE_DIR/registry.auth"
   wait_for registry "$TIMEOUT" "the registry" http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || exit 1
   push_test_images
   log "registry on 127.0.0.1:$REGISTRY_PORT with the test images ($(since "$start"))"
 
   write_node_config
   make_node_cgroup
+  # The API server's kubelet client may use the kubelet's whole API (the kubelet asks the API
+  # server, whose RBAC says so).
+  kubectl create clusterrolebinding sidecarset-local:apiserver-kubelet-client --clusterrole=system:kubelet-api-admin \
+    --user=kube-apiserver-kubelet-client --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   node_start=$(now_us)
   start_bg node unshare --mount --propagation slave "$REPO_ROOT/hack/realnode/node-ns.sh" \
     "$NODE_DIR" "$tools" "$kubelet_bin" \
