@@ -28,8 +28,9 @@
 # kernel settings never reach the host. Its daemons, shims and pods live in one cgroup of its own,
 # named after the state directory, in every cgroup hierarchy (the kubelet's cgroupRoot): `down`
 # kills what is in it and nothing else, never another kubelet's pods. The kubelet serves its API on
-# 127.0.0.1 to clients with a certificate of the cluster CA only, authorized by the API server
-# (webhook); the registry takes pushes only with credentials this script makes (node/registry.auth).
+# 127.0.0.1 to authenticated clients only (a certificate of the cluster CA, or a token the API
+# server vouches for), each request authorized by the API server; the registry takes pushes only
+# with the credentials this script makes (node/registry.auth).
 # Needs root (runc, cgroups, mounts).
 # State: $SIDECARSET_CLUSTER_DIR/node (see hack/cluster.sh).
 set -euo pipefail
@@ -177,9 +178,10 @@ state = "/run/containerd"
     conf_dir = "$d/cni/conf"
 EOF
   # cgroup v1 (this machine's layout) must be allowed explicitly since kubelet 1.35; the pods'
-  # cgroups go below the node's own (cgroupRoot). Its API (logs, exec, port-forward) takes only
-  # clients with a certificate of the cluster CA (the API server's kubelet client), each request
-  # authorized by the API server (SubjectAccessReview); no anonymous request. Eviction
+  # cgroups go below the node's own (cgroupRoot). Its API (logs, exec, port-forward) takes no
+  # anonymous request: a client shows a certificate of the cluster CA (the API server's kubelet
+  # client does) or a token the API server accepts (TokenReview), and the API server authorizes
+  # each request (SubjectAccessReview). Eviction
   # thresholds are low: the node shares the machine's disk and memory with everything else.
   cat >"$d/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1

@@ -22,12 +22,11 @@ import (
 )
 
 // TestNodeRefusesAnonymousCallers: the node's kubelet, on 127.0.0.1, answers 401 to a caller
-// without a client certificate of the cluster CA (any user of the machine could otherwise exec
-// into the node's pods: the operator's, cert-manager's), serves one whose certificate the cluster
-// CA signed and whose user the API server authorizes, and shows a serving certificate of the
-// cluster CA; the API server reaches it with its own kubelet client certificate. The node's
-// registry refuses a push without the credentials hack/node.sh made (which could replace an
-// image the node runs).
+// without credentials (any user of the machine could otherwise exec into the node's pods: the
+// operator's, cert-manager's), serves one whose certificate the cluster CA signed and whose user
+// the API server authorizes, and shows a serving certificate of the cluster CA; the API server
+// reaches it with its own kubelet client certificate. The node's registry refuses a push without
+// the credentials hack/node.sh made (which could replace an image the node runs).
 func TestNodeRefusesAnonymousCallers(t *testing.T) {
 	var n corev1.Node
 	must(t, k8s.Get(ctx, client.ObjectKey{Name: "real-node-0"}, &n))
