@@ -14,7 +14,8 @@
 # SIDECARSET_CLUSTER_TIMEOUT (seconds, default 60) bounds each readiness wait.
 # SIDECARSET_REAL_NODE=true adds a real node (containerd and the kubelet, hack/node.sh) beside
 # kwok's, and has the API server reach kubelets through their InternalIP (the real node's is
-# 127.0.0.1; a hostname would be resolved off loopback).
+# 127.0.0.1; a hostname would be resolved off loopback) with a client certificate of its own,
+# checking theirs against the cluster CA.
 # SIDECARSET_APISERVER_PROFILING=true serves the API server's /debug/pprof (make bench-scale's
 # SIDECARSET_SCALE_PROFILE_DIR reads it); off by default, as in production.
 set -euo pipefail
@@ -49,6 +50,14 @@ gen_certs() {
   )"
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
   openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+  if [[ $REAL_NODE == true ]]; then
+    # The API server's identity towards kubelets (logs, exec, port-forward): the real node's
+    # kubelet authenticates it by this certificate and asks the API server whether it may (RBAC:
+    # system:kubelet-api-admin, bound by hack/node.sh up).
+    new_cert "$d" ca apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" "$(
+      printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=clientAuth'
+    )"
+  fi
 }
 
 write_kubeconfig() {
@@ -124,7 +133,10 @@ etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | g
 start_components() {
   local c=$STATE_DIR/certs k=$KUBECONFIG_FILE real_node_flags=()
   if [[ $REAL_NODE == true ]]; then
-    real_node_flags=(--kubelet-preferred-address-types=InternalIP)
+    # The API server calls kubelets with a client certificate of its own and checks their
+    # serving certificates against the cluster CA (the real node's is signed by it).
+    real_node_flags=(--kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$c/ca.crt"
+      --kubelet-client-certificate="$c/apiserver-kubelet-client.crt" --kubelet-client-key="$c/apiserver-kubelet-client.key")
   fi
   launch etcd "127.0.0.1:$ETCD_PORT" etcd_healthy -- \
     "$BIN_DIR/etcd" --name=local --data-dir="$STATE_DIR/etcd" \
@@ -243,9 +255,7 @@ cmd_up() {
 # cluster in reverse start order) and remove the state directory.
 remove_state() {
   [[ -d $STATE_DIR ]] || return 0
-  if [[ ! -f $STATE_DIR/$STATE_MARKER ]]; then
-    die "$STATE_DIR has no $STATE_MARKER: not a directory this script created; not removing it"
-  fi
+  require_owned_state
   # The real node first: its containers, mounts and cgroups, which stopping its pid would leave.
   if [[ -e $STATE_DIR/node.env || -d $STATE_DIR/node ]]; then
     "$REPO_ROOT/hack/node.sh" down

@@ -8,8 +8,10 @@
 #   hack/node.sh up       build what is missing, start the registry and the node, wait until the
 #                         node is Ready (the cluster must be up; hack/cluster.sh up calls this
 #                         when SIDECARSET_REAL_NODE=true)
-#   hack/node.sh down     stop the node and the registry; remove every container, mount, cgroup
-#                         and the Node object (hack/cluster.sh down calls it)
+#   hack/node.sh down     stop the node and the registry; remove its containers, mounts, cgroups
+#                         and the Node object (hack/cluster.sh down calls it). Only in a state
+#                         directory hack/cluster.sh created, and only what this node started
+#   hack/node.sh cgroup   print the name of the node's cgroup (see below)
 #   hack/node.sh push NAME:TAG BINARY|IMAGE.tar [ARG|ENV=VALUE...]
 #                         push an image to the registry; prints REGISTRY/NAME:TAG
 #   hack/node.sh registry print the registry's host:port
@@ -23,7 +25,13 @@
 #
 # The node is named real-node-0 and labelled sidecarset.io/real-node=true. It runs containerd and
 # the kubelet in a private mount namespace (hack/realnode/node-ns.sh): the kubelet's changes to
-# kernel settings never reach the host. Needs root (runc, cgroups, mounts).
+# kernel settings never reach the host. Its daemons, shims and pods live in one cgroup of its own,
+# named after the state directory, in every cgroup hierarchy (the kubelet's cgroupRoot): `down`
+# kills what is in it and nothing else, never another kubelet's pods. The kubelet serves its API on
+# 127.0.0.1 to authenticated clients only (a certificate of the cluster CA, or a token the API
+# server vouches for), each request authorized by the API server; the registry takes pushes only
+# with the credentials this script makes (node/registry.auth).
+# Needs root (runc, cgroups, mounts).
 # State: $SIDECARSET_CLUSTER_DIR/node (see hack/cluster.sh).
 set -euo pipefail
 LOG_PREFIX=node
@@ -35,6 +43,13 @@ TIMEOUT=${SIDECARSET_CLUSTER_TIMEOUT:-60}
 REAL_NODE_NAME=real-node-0
 NODE_DIR=$STATE_DIR/node
 PAUSE_IMAGE=pause:3.10
+# The node's cgroup, in every hierarchy under /sys/fs/cgroup: node-ns.sh puts the node's daemons
+# (and so containerd's shims) in it in the pids hierarchy, and it is the kubelet's cgroupRoot, so
+# every pod cgroup is below it (NODE_CGROUP/kubepods/...) in every hierarchy. Named after the state
+# directory: two nodes never share one, and no other kubelet uses it (a cgroupfs kubelet's pods are
+# in /kubepods by default).
+NODE_CGROUP=sidecarset-node-$(sha256sum <<<"$STATE_DIR" | cut -c1-12)
+CGROUP_FS=/sys/fs/cgroup
 # The test images: NAME:TAG and the environment baked into each (test/images/testserver).
 TEST_IMAGES=(
   "app:v1 VERSION=app-v1"
@@ -85,7 +100,7 @@ node_tools() {
 push() {
   local ref=127.0.0.1:$REGISTRY_PORT/$1
   shift
-  devtool push "$ref" "$@" || die "pushing $ref failed"
+  SIDECARSET_REGISTRY_AUTH=$NODE_DIR/registry.auth devtool push "$ref" "$@" || die "pushing $ref failed"
   echo "$ref"
 }
 
@@ -108,6 +123,11 @@ write_node_config() {
   mkdir -p "$d"/{cni/bin,cni/conf,certs.d/127.0.0.1:"$REGISTRY_PORT",kubelet,pod-logs,containerd}
   new_cert "$c" ca "node-$REAL_NODE_NAME" "/O=system:nodes/CN=system:node:$REAL_NODE_NAME" "$(
     printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=clientAuth'
+  )"
+  # The kubelet's serving certificate, which the API server checks (--kubelet-certificate-authority).
+  new_cert "$c" ca "kubelet-$REAL_NODE_NAME" "/O=system:nodes/CN=system:node:$REAL_NODE_NAME" "$(
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature' 'extendedKeyUsage=serverAuth' \
+      "subjectAltName=IP:127.0.0.1,DNS:$REAL_NODE_NAME"
   )"
   cat >"$d/kubeconfig" <<EOF
 apiVersion: v1
@@ -157,7 +177,11 @@ state = "/run/containerd"
     bin_dirs = ["$d/cni/bin"]
     conf_dir = "$d/cni/conf"
 EOF
-  # cgroup v1 (this machine's layout) must be allowed explicitly since kubelet 1.35. Eviction
+  # cgroup v1 (this machine's layout) must be allowed explicitly since kubelet 1.35; the pods'
+  # cgroups go below the node's own (cgroupRoot). Its API (logs, exec, port-forward) takes no
+  # anonymous request: a client shows a certificate of the cluster CA (the API server's kubelet
+  # client does) or a token the API server accepts (TokenReview), and the API server authorizes
+  # each request (SubjectAccessReview). Eviction
   # thresholds are low: the node shares the machine's disk and memory with everything else.
   cat >"$d/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -167,22 +191,42 @@ port: $KUBELET_PORT
 healthzBindAddress: 127.0.0.1
 healthzPort: $KUBELET_HEALTHZ_PORT
 readOnlyPort: 0
+tlsCertFile: $c/kubelet-$REAL_NODE_NAME.crt
+tlsPrivateKeyFile: $c/kubelet-$REAL_NODE_NAME.key
 failCgroupV1: false
 cgroupDriver: cgroupfs
+cgroupRoot: /$NODE_CGROUP
 failSwapOn: false
 makeIPTablesUtilChains: false
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 podLogsDir: $d/pod-logs
 authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $c/ca.crt}
+authorization: {mode: Webhook}
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 30
 EOF
+}
+
+# make_node_cgroup: NODE_CGROUP in every hierarchy (the kubelet checks that its cgroupRoot exists
+# in each), the cpuset one given its parent's CPUs and memory nodes (a new one has none), and the
+# record of the pids one, which node-ns.sh joins.
+make_node_cgroup() {
+  local h
+  [[ -d $CGROUP_FS/pids ]] || die "no $CGROUP_FS/pids: the real node needs the cgroup v1 (or hybrid) layout"
+  while read -r h; do
+    mkdir -p "$h/$NODE_CGROUP"
+    if [[ -f $h/cpuset.cpus ]]; then
+      cat "$h/cpuset.cpus" >"$h/$NODE_CGROUP/cpuset.cpus"
+      cat "$h/cpuset.mems" >"$h/$NODE_CGROUP/cpuset.mems"
+    fi
+  done < <(cgroup_hierarchies)
+  echo "$CGROUP_FS/pids/$NODE_CGROUP" >"$NODE_DIR/cgroup"
 }
 
 # deploy_config [BASE]: a kustomization in the node's state directory wrapping BASE (default
@@ -231,13 +275,15 @@ node_logs() {
 
 cmd_up() {
   cluster_up || die "the cluster is not up: run SIDECARSET_REAL_NODE=true hack/cluster.sh up"
+  [[ -f $STATE_DIR/certs/apiserver-kubelet-client.crt ]] ||
+    die "the cluster's API server has no kubelet client certificate: start it with SIDECARSET_REAL_NODE=true hack/cluster.sh up"
   take_lock "$STATE_DIR.node.lock"
   if load_node_env && running registry && running node && node_ready; then
     log "already up: node $REAL_NODE_NAME Ready, registry 127.0.0.1:$REGISTRY_PORT"
     return
   fi
   [[ $(id -u) == 0 ]] || die "a real node needs root (runc, cgroups, mounts)"
-  local start node_start kubelet_bin tools ports cg
+  local start node_start kubelet_bin tools ports
   start=$(now_us)
   stop_node
   ensure_runc
@@ -253,17 +299,20 @@ EOF
   log "binaries ready ($(since "$start"))"
 
   mkdir -p "$NODE_DIR/registry"
-  start_bg registry "$(devtool_bin)" registry "$REGISTRY_PORT" "$NODE_DIR/registry"
+  # Pushing takes these credentials, readable by root only: no other user of the machine can push
+  # or replace an image the node runs. Pulls stay anonymous (containerd pulls without any).
+  (umask 077 && printf 'sidecarset:%s\n' "$(openssl rand -hex 24)" >"$NODE_DIR/registry.auth")
+  start_bg registry "$(devtool_bin)" registry "$REGISTRY_PORT" "$NODE_DIR/registry" "$NODE_DIR/registry.auth"
   wait_for registry "$TIMEOUT" "the registry" http_ok "http://127.0.0.1:$REGISTRY_PORT/v2/" || exit 1
   push_test_images
   log "registry on 127.0.0.1:$REGISTRY_PORT with the test images ($(since "$start"))"
 
   write_node_config
-  # One cgroup (in the pids hierarchy) holds the node's daemons and shims, so that down finds
-  # every process they left, whatever state they are in.
-  cg=/sys/fs/cgroup/pids/sidecarset-node-$(sha256sum <<<"$STATE_DIR" | cut -c1-12)
-  mkdir -p "$cg"
-  echo "$cg" >"$NODE_DIR/cgroup"
+  make_node_cgroup
+  # The API server's kubelet client may use the kubelet's whole API (the kubelet asks the API
+  # server, whose RBAC says so).
+  kubectl create clusterrolebinding sidecarset-local:apiserver-kubelet-client --clusterrole=system:kubelet-api-admin \
+    --user=kube-apiserver-kubelet-client --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   node_start=$(now_us)
   start_bg node unshare --mount --propagation slave "$REPO_ROOT/hack/realnode/node-ns.sh" \
     "$NODE_DIR" "$tools" "$kubelet_bin" \
@@ -320,29 +369,46 @@ cert_manager() {
 
 # ---- down ----
 
+# cgroup_hierarchies: the directory of each cgroup hierarchy mounted under CGROUP_FS (the cgroup v1
+# ones and the hybrid layout's unified one); aliases (symbolic links such as cpu -> cpu,cpuacct)
+# left out.
+cgroup_hierarchies() {
+  local h
+  for h in "$CGROUP_FS"/*/; do
+    h=${h%/}
+    [[ -L $h ]] || printf '%s\n' "$h"
+  done
+}
+
 # kill_cgroup_tree DIR: kill every process in the cgroup DIR and below, then remove them all.
 kill_cgroup_tree() {
-  local dir=$1 procs i
+  local dir=$1 procs p i
   [[ -d $dir ]] || return 0
   for ((i = 0; i < 50; i++)); do
-    procs=$(find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null)
-    [[ -z $procs ]] && break
-    # shellcheck disable=SC2086
-    kill -KILL $procs 2>/dev/null || true
+    # Pids of processes that still exist (a cgroup lists none other; a fake tree in a test may).
+    procs=()
+    while read -r p; do
+      [[ $p =~ ^[0-9]+$ && -d /proc/$p ]] && procs+=("$p")
+    done < <(find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null)
+    ((${#procs[@]} > 0)) || break
+    kill -KILL "${procs[@]}" 2>/dev/null || true
     sleep 0.1
   done
   find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
   [[ ! -d $dir ]] || log "warning: could not remove cgroup $dir"
 }
 
+# stop_node: stop what the node started, and only that: its recorded processes (node-ns.sh,
+# which stops the kubelet, the containers and containerd; the registry), then whatever is left in
+# the node's own cgroup (NODE_CGROUP, in any hierarchy: a daemon that outlived node-ns.sh, shims,
+# containers), never a process outside it. Only in a state directory hack/cluster.sh created.
 stop_node() {
+  require_owned_state
   local h
   stop_bg node
-  [[ ! -f $NODE_DIR/cgroup ]] || kill_cgroup_tree "$(cat "$NODE_DIR/cgroup")"
-  # The kubelet's pod cgroups, in every hierarchy of this machine's cgroup v1 layout.
-  for h in /sys/fs/cgroup/*/; do
-    kill_cgroup_tree "${h}kubepods"
-  done
+  while read -r h; do
+    kill_cgroup_tree "$h/$NODE_CGROUP"
+  done < <(cgroup_hierarchies)
   stop_bg registry
   if cluster_up 2>/dev/null; then
     kubectl delete node "$REAL_NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
@@ -353,6 +419,7 @@ stop_node() {
 
 cmd_down() {
   [[ -d $STATE_DIR ]] || return 0
+  require_owned_state
   load_cluster_env || true
   take_lock "$STATE_DIR.node.lock"
   stop_node
@@ -381,6 +448,7 @@ case ${1:-} in
     fi
     cert_manager
     ;;
+  cgroup) echo "$NODE_CGROUP" ;;
   registry)
     load_node_env || die "the node is not up: hack/node.sh up"
     echo "127.0.0.1:$REGISTRY_PORT"

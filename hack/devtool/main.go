@@ -11,9 +11,11 @@
 //	devtool chart DIR VERSION POLICY            kustomize YAML on stdin (config/default) and in the file
 //	                                            POLICY (config/policy-mode) -> a Helm chart in DIR
 //	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
-//	devtool registry PORT DIR                  an OCI registry on 127.0.0.1:PORT, blobs in DIR (the real node pulls from it)
+//	devtool registry PORT DIR [AUTH_FILE]      an OCI registry on 127.0.0.1:PORT, blobs in DIR (the real node pulls from it);
+//	                                            with AUTH_FILE (user:password) pushes need those credentials
 //	devtool push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]
-//	                                            push an image tarball, or BINARY as a one-file image, to REF
+//	                                            push an image tarball, or BINARY as a one-file image, to REF,
+//	                                            with the credentials in the file $SIDECARSET_REGISTRY_AUTH names
 package main
 
 import (
@@ -75,14 +77,22 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return writeChart(in, policy, args[0], args[1])
 	case cmd == "image" && len(args) == 4:
 		return buildImage(args[0], args[1], args[2], args[3])
-	case cmd == "registry" && len(args) == 2:
+	case cmd == "registry" && (len(args) == 2 || len(args) == 3):
 		port, err := strconv.Atoi(args[0])
 		if err != nil {
 			return fmt.Errorf("registry: %q is not a port", args[0])
 		}
-		return serveRegistry(port, args[1])
+		authFile := ""
+		if len(args) == 3 {
+			authFile = args[2]
+		}
+		return serveRegistry(port, args[1], authFile)
 	case cmd == "push" && len(args) >= 2:
-		return pushImage(args[0], args[1], args[2:])
+		auth, err := pushAuth()
+		if err != nil {
+			return err
+		}
+		return pushImage(args[0], args[1], args[2:], auth)
 	case cmd == "json-field" && (len(args) == 1 || len(args) == 2):
 		in, err := io.ReadAll(stdin)
 		if err != nil {
@@ -122,7 +132,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
 		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY | image BINARY OUT.tar NAME:TAG VERSION | " +
-		"registry PORT DIR | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
+		"registry PORT DIR [AUTH_FILE] | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
 }
 
 func joinInts(v []int) string {

@@ -7,8 +7,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # Everything a local cluster owns lives here; `hack/cluster.sh down` removes it.
 STATE_DIR=$(realpath -m "${SIDECARSET_CLUSTER_DIR:-$REPO_ROOT/bin/cluster}")
 # Written into a state directory we created, so that `down` never removes a directory it
-# did not create (SIDECARSET_CLUSTER_DIR may point anywhere). Used by cluster.sh.
-# shellcheck disable=SC2034
+# did not create (SIDECARSET_CLUSTER_DIR may point anywhere): see require_owned_state.
 STATE_MARKER=.sidecarset-local-cluster
 # The cluster's own processes, in start order; `down` stops everything else first (operators,
 # the webhook proxy), then these in reverse.
@@ -214,6 +213,14 @@ new_cert() {
 }
 
 # ---- state ----
+
+# require_owned_state: die unless STATE_DIR holds STATE_MARKER, i.e. hack/cluster.sh up created
+# it. Called before anything removes or stops what the state directory records (cluster.sh
+# down, node.sh down and up): SIDECARSET_CLUSTER_DIR may name a directory of someone else.
+require_owned_state() {
+  [[ -f $STATE_DIR/$STATE_MARKER ]] ||
+    die "$STATE_DIR has no $STATE_MARKER: not a directory hack/cluster.sh created; not touching it"
+}
 
 # load_cluster_env: ports, binaries and kubeconfig of the cluster recorded by `up`.
 load_cluster_env() {

@@ -7,8 +7,9 @@
 #   - /run (containerd's sockets and shims, runc's state) is a fresh tmpfs, and /var/log (where
 #     the kubelet links container logs) a scratch directory;
 #   - every mount a container gets vanishes with the namespace.
-# Everything it starts lives in the cgroup NODE_DIR/cgroup names, so `hack/node.sh down` can stop
-# every process left over, whatever happened to this script.
+# Everything it starts lives in the cgroup NODE_DIR/cgroup names (the node's own, in the pids
+# hierarchy; the kubelet puts the pods below it too, as its cgroupRoot), so `hack/node.sh down`
+# can stop every process left over, whatever happened to this script, and nothing else.
 #
 #   node-ns.sh NODE_DIR CONTAINERD_BIN_DIR KUBELET_BIN KUBELET_ARGS...
 #

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,13 +42,19 @@ func TestResourcesPolicyOnRealNode(t *testing.T) {
 	}
 	createSet(t, set)
 	newDeployment(t, ns, "computed", 1)
-	var dep appsv1.Deployment
-	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "computed"}, &dep))
-	dep.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
-	}
-	must(t, k8s.Update(ctx, &dep))
+	// The Deployment controller writes the new Deployment too (its revision annotation): retry on a
+	// conflict.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var dep appsv1.Deployment
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "computed"}, &dep); err != nil {
+			return err
+		}
+		dep.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		}
+		return k8s.Update(ctx, &dep)
+	}))
 	sidecarHas := func(p *corev1.Pod, cpu, memory string) (bool, string) {
 		st := status(p, "agent")
 		if st.Resources == nil {
