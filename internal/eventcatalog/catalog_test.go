@@ -1,32 +1,19 @@
 package eventcatalog
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestCatalogDocumented: docs/operations.md's events table holds every reason of the catalog
 // with its type and the kind it is about, and no other.
 func TestCatalogDocumented(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	start := strings.Index(doc, "| reason | type | about | written when |")
-	if start < 0 {
-		t.Fatal("docs/operations.md has no events table")
-	}
 	rows := map[string]string{}
-	for _, line := range strings.Split(doc[start:], "\n")[2:] {
-		if !strings.HasPrefix(line, "| `") {
-			break
-		}
-		cells := strings.Split(line, "|")
-		rows[strings.Trim(cells[1], " `")] = strings.TrimSpace(cells[2]) + " " + strings.TrimSpace(cells[3])
+	for _, row := range testutil.DocTable(t, "docs/operations.md", "| reason | type | about | written when |") {
+		rows[row[0]] = row[1] + " " + row[2]
 	}
 	for _, e := range Events {
 		if want := e.Type + " " + e.Regarding; rows[e.Reason] != want {
