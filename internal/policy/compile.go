@@ -161,17 +161,10 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 	if u := drawn(set); u != nil {
 		return u
 	}
-	if len(set.Spec.PatchPodMetadata) > 0 {
-		// The allow-list is the webhook's flag, MergePatchJson merges into the pod's own JSON and
-		// the pod's record lists what was patched: no simple ApplyConfiguration does all three.
-		return &Unsupported{Field: "spec.patchPodMetadata", Reason: "a policy does not patch annotations " +
-			"(the operator's allow-list of keys, MergePatchJson and the pod's record of what was patched are the webhook's): the webhook injects the set"}
-	}
-	if len(set.Spec.Overrides) > 0 {
-		// The values come from each pod's annotations, are checked by the set's CEL rules with
-		// the refusal naming the annotation, and are recorded in the pod's record.
-		return &Unsupported{Field: "spec.overrides", Reason: "a policy does not apply per-pod overrides " +
-			"(the pod's annotations checked by the set's rules, a refusal naming the annotation, and the pod's record of the values are the webhook's): the webhook injects the set"}
+	// Every field a rule routes, or no rule classifies, keeps the set on the webhook (see
+	// SpecFields and SidecarFields): deny by default.
+	if u := routedField(set); u != nil {
+		return u
 	}
 	transferred := 0
 	hostPorts, containerPorts := sets.New[string](), sets.New[string]()
@@ -188,10 +181,6 @@ func Check(set *appsv1alpha1.SidecarSet) *Unsupported {
 			if transferred > MaxTransfers {
 				return &Unsupported{Field: path + ".transferEnv", Reason: fmt.Sprintf(
 					"the set transfers more than %d env vars, the most a policy copies (the patch of the largest set must stay within the API server's size limit for one CEL expression)", MaxTransfers)}
-			}
-			if c.ResourcesPolicy != nil {
-				return &Unsupported{Field: path + ".resourcesPolicy", Reason: "a policy does not compute a sidecar's " +
-					"resources from the app containers' (the expressions are the engine's): the webhook injects the set"}
 			}
 			if u := containerPortTaken(c, list.field == "spec.initContainers", path, containerPorts); u != nil {
 				return u
