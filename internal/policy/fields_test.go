@@ -22,13 +22,17 @@ import (
 // value on the plain set; a field with no sample fails the test too.
 func TestEveryFieldIsClassified(t *testing.T) {
 	specSamples := map[string]func(*appsv1alpha1.SidecarSetSpec){
-		"selector": func(s *appsv1alpha1.SidecarSetSpec) { s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}} },
+		"selector": func(s *appsv1alpha1.SidecarSetSpec) {
+			s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}
+		},
 		"namespaceSelector": func(s *appsv1alpha1.SidecarSetSpec) {
 			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
 		},
-		"containers":     func(s *appsv1alpha1.SidecarSetSpec) { s.Containers[0].Image = "example.com/other:2" },
-		"initContainers": func(s *appsv1alpha1.SidecarSetSpec) { s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "init:1"}}} },
-		"volumes":        func(s *appsv1alpha1.SidecarSetSpec) { s.Volumes[0].EmptyDir.Medium = corev1.StorageMediumMemory },
+		"containers": func(s *appsv1alpha1.SidecarSetSpec) { s.Containers[0].Image = "example.com/other:2" },
+		"initContainers": func(s *appsv1alpha1.SidecarSetSpec) {
+			s.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "init", Image: "init:1"}}}
+		},
+		"volumes": func(s *appsv1alpha1.SidecarSetSpec) { s.Volumes[0].EmptyDir.Medium = corev1.StorageMediumMemory },
 		"imagePullSecrets": func(s *appsv1alpha1.SidecarSetSpec) {
 			s.ImagePullSecrets = append(s.ImagePullSecrets, corev1.LocalObjectReference{Name: "more"})
 		},
@@ -43,11 +47,17 @@ func TestEveryFieldIsClassified(t *testing.T) {
 		"revisionHistoryLimit": func(s *appsv1alpha1.SidecarSetSpec) { s.RevisionHistoryLimit = ptr.To[int32](3) },
 	}
 	sidecarSamples := map[string]func(*appsv1alpha1.SidecarContainer){
-		"Container":               func(c *appsv1alpha1.SidecarContainer) { c.Args = []string{"--v=2"} },
-		"podInjectPolicy":         func(c *appsv1alpha1.SidecarContainer) { c.PodInjectPolicy = appsv1alpha1.AfterAppContainer },
-		"shareVolumePolicy":       func(c *appsv1alpha1.SidecarContainer) { c.ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled },
-		"shareVolumeDevicePolicy": func(c *appsv1alpha1.SidecarContainer) { c.ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled} },
-		"transferEnv":             func(c *appsv1alpha1.SidecarContainer) { c.TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LEVEL"}} },
+		"Container":       func(c *appsv1alpha1.SidecarContainer) { c.Args = []string{"--v=2"} },
+		"podInjectPolicy": func(c *appsv1alpha1.SidecarContainer) { c.PodInjectPolicy = appsv1alpha1.AfterAppContainer },
+		"shareVolumePolicy": func(c *appsv1alpha1.SidecarContainer) {
+			c.ShareVolumePolicy.Type = appsv1alpha1.ShareVolumePolicyEnabled
+		},
+		"shareVolumeDevicePolicy": func(c *appsv1alpha1.SidecarContainer) {
+			c.ShareVolumeDevicePolicy = &appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}
+		},
+		"transferEnv": func(c *appsv1alpha1.SidecarContainer) {
+			c.TransferEnv = []appsv1alpha1.TransferEnvVar{{SourceContainerName: "app", EnvName: "LEVEL"}}
+		},
 		"resourcesPolicy": func(c *appsv1alpha1.SidecarContainer) {
 			c.ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
 				Limits: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu"}}}
