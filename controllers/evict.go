@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
@@ -22,14 +20,6 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups=apps,resources=replicasets;statefulsets;daemonsets,verbs=get
 // +kubebuilder:rbac:groups="",resources=replicationcontrollers,verbs=get
-
-var evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "sidecarset_pod_evictions_total",
-	Help: "Pods the rollout evicted so that their controllers recreate them with the current sidecars, by SidecarSet and " +
-		"reason (outdated: the change cannot be made in place; not_injected: the pod never got the sidecars).",
-}, []string{"sidecarset", "reason"})
-
-func init() { metrics.Registry.MustRegister(evictionsTotal) }
 
 // errDisruptionBudget means a PodDisruptionBudget allows no eviction now: the Pod waits.
 var errDisruptionBudget = errors.New("its PodDisruptionBudget allows no disruption now")
@@ -67,7 +57,7 @@ func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, po
 	if _, injected := inject.InjectedHash(pod.Annotations, c.Name()); !injected {
 		reason = "not_injected"
 	}
-	evictionsTotal.WithLabelValues(c.Name(), reason).Inc()
+	r.Metrics.Evictions.WithLabelValues(c.Name(), reason).Inc()
 	r.recordEvent(pod, "PodEvicted", "Evict",
 		"SidecarSet %s evicted the pod so that its %s %s recreates it with the current sidecars (%s)", c.Name(), owner.Kind, owner.Name,
 		map[string]string{"outdated": "its sidecars cannot change in place", "not_injected": "it never got them"}[reason])

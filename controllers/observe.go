@@ -3,47 +3,31 @@ package controllers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 )
-
-var (
-	podsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sidecarset_pods",
-		Help: "Pods of each SidecarSet by state (matched, updated, ready, updated_ready, unavailable, excluded), as in its status; " +
-			"exported by the leader.",
-	}, []string{"sidecarset", "state"})
-	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sidecarset_ready",
-		Help: "1 when the SidecarSet's Ready condition is True, 0 otherwise; exported by the leader.",
-	}, []string{"sidecarset"})
-)
-
-func init() {
-	metrics.Registry.MustRegister(podsGauge, readyGauge)
-}
 
 // export sets the gauges of a set from the status it should have.
-func export(name string, st *appsv1alpha1.SidecarSetStatus) {
+func export(m *opmetrics.Metrics, name string, st *appsv1alpha1.SidecarSetStatus) {
 	for _, s := range [...]struct {
 		state string
 		v     int32
 	}{{"matched", st.MatchedPods}, {"updated", st.UpdatedPods}, {"ready", st.ReadyPods},
 		{"updated_ready", st.UpdatedReadyPods}, {"unavailable", st.UnavailablePods}, {"excluded", st.ExcludedPods}} {
-		podsGauge.WithLabelValues(name, s.state).Set(float64(s.v))
+		m.Pods.WithLabelValues(name, s.state).Set(float64(s.v))
 	}
 	ready := 0.0
 	if meta.IsStatusConditionTrue(st.Conditions, appsv1alpha1.ConditionReady) {
 		ready = 1
 	}
-	readyGauge.WithLabelValues(name).Set(ready)
+	m.Ready.WithLabelValues(name).Set(ready)
 }
 
 // unexport drops the series of a deleted set.
-func unexport(name string) {
-	podsGauge.DeletePartialMatch(prometheus.Labels{"sidecarset": name})
-	readyGauge.DeleteLabelValues(name)
+func unexport(m *opmetrics.Metrics, name string) {
+	m.Pods.DeletePartialMatch(prometheus.Labels{"sidecarset": name})
+	m.Ready.DeleteLabelValues(name)
 }
 
 // recordStatusEvents records events on the SidecarSet for what changed in its status that its

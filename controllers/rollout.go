@@ -31,6 +31,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
@@ -70,6 +71,8 @@ type RolloutReconciler struct {
 	// AllowedAnnotations are the annotation keys sets may patch onto pods, the pod webhook's
 	// (--patch-pod-metadata-allowed-keys): an update re-applies only those.
 	AllowedAnnotations *inject.KeyAllowList
+	// Metrics are the operator's metrics: evictions are counted there.
+	Metrics *opmetrics.Metrics
 	// Workers is how many SidecarSets roll at once (one set never twice at once); 4 when zero.
 	Workers int
 	// PodEventsPerRevision caps the SidecarUpdated events on pods per set and revision, so a

@@ -24,6 +24,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/refusals"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
@@ -37,6 +38,8 @@ import (
 // reconciler stores. It is driven only by watches: SidecarSet spec changes, Pod and Namespace
 // events mapped to exactly the SidecarSets they affect, and the other reconcilers' word.
 type StatusReconciler struct {
+	// Metrics are the operator's metrics: the status gauges go there.
+	Metrics *opmetrics.Metrics
 	// RefusalQuiet is how long after the webhook's latest refusal a set's Refusing condition
 	// turns False (refusals.QuietPeriod when zero).
 	RefusalQuiet time.Duration
@@ -92,7 +95,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if apierrors.IsNotFound(err) {
 			r.Pods.Tally.Forget(req.Name)
 			r.lastWrites.forgetSet(req.Name)
-			unexport(req.Name)
+			unexport(r.Metrics, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -105,7 +108,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var recheck time.Duration
 	want.Refusals, recheck = status.WithRefusals(&want.Conditions, set.Status.Conditions, set.Status.Refusals, set.Generation,
 		r.now(), cmp.Or(r.RefusalQuiet, refusals.QuietPeriod))
-	export(set.Name, &want)
+	export(r.Metrics, set.Name, &want)
 	if !r.lastWrites.mustWrite(&set, &set.Status, &want) {
 		return ctrl.Result{RequeueAfter: recheck}, readErr
 	}

@@ -19,6 +19,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/explain"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/webhook"
@@ -51,7 +52,8 @@ func NewEngine(sidecarSets []*appsv1alpha1.SidecarSet, revisions []*appsv1.Contr
 		return nil, err
 	}
 	injector := &webhook.PodInjector{
-		Sets: store, NamespaceLabels: recording(namespaceLabels), Scope: scope, PodSecurity: podSecurity,
+		Metrics: opmetrics.Unregistered(), // the plugin serves no metrics
+		Sets:    store, NamespaceLabels: recording(namespaceLabels), Scope: scope, PodSecurity: podSecurity,
 	}
 	if limitRanges != nil {
 		injector.LimitRanges = recording(limitRanges)

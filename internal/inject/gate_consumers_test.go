@@ -16,6 +16,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/cli"
 	"github.com/sidecarset/sidecarset-operator/internal/explain"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/policy/policytest"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
@@ -108,7 +109,7 @@ func webhookInjects(t *testing.T, w gateWorld, pod *corev1.Pod) bool {
 	store := snapshot.NewStore()
 	store.SetSynced(func() bool { return true })
 	store.Upsert(w.set)
-	h := &webhook.PodInjector{Sets: store, Scope: w.scope, NamespaceLabels: w.namespaceLabels}
+	h := &webhook.PodInjector{Sets: store, Scope: w.scope, NamespaceLabels: w.namespaceLabels, Metrics: opmetrics.Unregistered()}
 	resp := h.Handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: "uid-1", Operation: admissionv1.Create, Namespace: pod.Namespace,
 		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},

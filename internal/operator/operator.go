@@ -12,6 +12,7 @@ import (
 
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	"github.com/operator-framework/operator-lib/conditions"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/refusals"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
@@ -63,6 +66,10 @@ type Options struct {
 	// (spec.patchPodMetadata), exact or `prefix/*` (--patch-pod-metadata-allowed-keys). Empty
 	// allows none: a set patching other keys injects its sidecars without them, with a warning.
 	PatchPodMetadataAllowedKeys []string
+	// MetricsRegistry registers the operator's metrics (opmetrics): controller-runtime's
+	// registry, which the manager's metrics endpoint serves, when nil. A second operator in one
+	// process (a test) needs a registry of its own.
+	MetricsRegistry prometheus.Registerer
 	// RefusalQuietPeriod is how long after the webhook's latest refusal of its pods a set's
 	// Refusing condition turns False (refusals.QuietPeriod when zero; tests shorten it).
 	RefusalQuietPeriod time.Duration
@@ -213,14 +220,22 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(mgr, store, scope, &allowed, opts.RefusalQuietPeriod); err != nil {
+	registry := opts.MetricsRegistry
+	if registry == nil {
+		registry = metrics.Registry
+	}
+	opMetrics, err := opmetrics.New(registry)
+	if err != nil {
+		return nil, err
+	}
+	if err := setupWebhooks(mgr, store, scope, &allowed, opts.RefusalQuietPeriod, opMetrics); err != nil {
 		return nil, err
 	}
 	var policyStates *controllers.PolicyStates
 	if policyMode {
 		policyStates = controllers.NewPolicyStates()
 	}
-	if err := setupControllers(mgr, store, opts, scope, policyMode, policyStates, &allowed); err != nil {
+	if err := setupControllers(mgr, store, opts, scope, policyMode, policyStates, &allowed, opMetrics); err != nil {
 		return nil, err
 	}
 	if policyMode {
@@ -241,7 +256,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 // per job: status (reads only), rollout (the only writer of Pods), and revisions (when the
 // operator knows its namespace, where they are stored).
 func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, scope status.Scope,
-	policyMode bool, policyStates *controllers.PolicyStates, allowed *inject.KeyAllowList) error {
+	policyMode bool, policyStates *controllers.PolicyStates, allowed *inject.KeyAllowList, m *opmetrics.Metrics) error {
 	resize, err := servesPodResize(mgr)
 	if err != nil {
 		return err
@@ -250,13 +265,13 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 	rollouts := controllers.NewRolloutStates()
 	recorder := mgr.GetEventRecorder("sidecarset-controller")
 	statusRec := &controllers.StatusReconciler{Client: mgr.GetClient(), Sets: store, Pods: pods, Rollouts: rollouts,
-		Recorder: recorder, Namespace: opts.Namespace, PolicyMode: policyMode, Policies: policyStates, RefusalQuiet: opts.RefusalQuietPeriod}
+		Recorder: recorder, Namespace: opts.Namespace, PolicyMode: policyMode, Policies: policyStates, RefusalQuiet: opts.RefusalQuietPeriod, Metrics: m}
 	if err := statusRec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the status reconciler: %w", err)
 	}
 	rolloutRec := &controllers.RolloutReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 		Pods: pods, Scope: scope, Recorder: recorder, Namespace: opts.Namespace, States: rollouts,
-		Upgrade: controllers.NewUpgradeGate(opts.Conditions), Resize: resize, AllowedAnnotations: allowed}
+		Upgrade: controllers.NewUpgradeGate(opts.Conditions), Resize: resize, AllowedAnnotations: allowed, Metrics: m}
 	if err := rolloutRec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the rollout reconciler: %w", err)
 	}
@@ -331,7 +346,8 @@ func injectionMode(mgr ctrl.Manager, mode string) (bool, error) {
 
 // setupWebhooks registers the pod injector (never injecting what scope excludes) and the
 // SidecarSet validator.
-func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, scope inject.Scope, allowed *inject.KeyAllowList, quiet time.Duration) error {
+func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, scope inject.Scope, allowed *inject.KeyAllowList, quiet time.Duration,
+	m *opmetrics.Metrics) error {
 	reader := mgr.GetCache()
 	// Each replica records the pods its webhook refuses into the set's status.refusals (its own
 	// entry) and a PodRefused event on the set.
@@ -353,6 +369,7 @@ func setupWebhooks(mgr ctrl.Manager, store *snapshot.Store, scope inject.Scope, 
 		NamespaceLabels:    ourwebhook.NamespaceLabelsFrom(reader, mgr.GetAPIReader()),
 		LimitRanges:        ourwebhook.LimitRangesFrom(reader),
 		Refusals:           ledger,
+		Metrics:            m,
 	}
 	// Review decodes the AdmissionReview itself and hands the request to controller-runtime's Webhook.
 	mgr.GetWebhookServer().Register(ourwebhook.PodInjectorPath,

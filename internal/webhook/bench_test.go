@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
@@ -135,7 +136,7 @@ func benchInjector(n int, variant string) *PodInjector {
 		set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: overrideAnnotation, Container: "log-agent",
 			Field: appsv1alpha1.OverrideLimitsCPU, Rule: "amount.compareTo(quantity('1')) <= 0"}}
 	}
-	h := &PodInjector{Sets: store,
+	h := &PodInjector{Sets: store, Metrics: opmetrics.Unregistered(),
 		NamespaceLabels: func(context.Context, string) (map[string]string, error) { return nil, nil }}
 	switch variant {
 	case "limitranged,unsized": // the sidecar sets no resources: the LimitRange's defaults give them

@@ -21,6 +21,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
@@ -66,6 +67,8 @@ type PodInjector struct {
 	PodSecurity *PodSecurity
 	// Recorder records events on SidecarSets; required with PodSecurity.
 	Recorder events.EventRecorder
+	// Metrics are the operator's metrics (opmetrics.New); required.
+	Metrics *opmetrics.Metrics
 	// Refusals hears of every pod refused because of a SidecarSet (never of a dry run), so
 	// that the set's status and events say so; nil tells no one.
 	Refusals RefusalRecorder
@@ -88,7 +91,7 @@ type RefusalRecorder interface {
 // Handle implements admission.Handler.
 func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create || req.Resource.Resource != "pods" || req.Resource.Group != "" || req.SubResource != "" {
-		return skip(reasonNotPodCreate, "not a pod creation")
+		return h.skip(reasonNotPodCreate, "not a pod creation")
 	}
 	var view headView
 	decode := decodeHead
@@ -96,7 +99,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		decode = func(raw []byte, v *headView) error { return unmarshal(raw, v) }
 	}
 	if err := decode(req.Object.Raw, &view); err != nil {
-		return decodeError(err)
+		return h.decodeError(err)
 	}
 	return unroute(view.Metadata.Annotations, h.handle(ctx, req, &view))
 }
@@ -122,15 +125,15 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 	// webhook's own namespaceSelector is replaced.
 	namespaceLabels, err := h.NamespaceLabels(ctx, meta.Namespace)
 	if err != nil {
-		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", meta.Namespace, err))
 	}
 	gated := metav1.ObjectMeta{Namespace: meta.Namespace, Labels: meta.Labels, Annotations: meta.Annotations}
 	if ok, reason, msg := inject.Gate(&gated, namespaceLabels, h.Scope); !ok {
-		return skip(string(reason), msg)
+		return h.skip(string(reason), msg)
 	}
 	if !h.Sets.Ready() {
-		admissions.WithLabelValues(resultError, reasonNotReady).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonNotReady).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
@@ -186,7 +189,7 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	meta := &view.Metadata
 	candidates := inject.Candidates(snap.Sets, meta.Labels)
 	if len(candidates) == 0 && meta.Annotations[appsv1alpha1.StatusAnnotation] == "" {
-		return skip(reasonNoMatch, "no SidecarSet selects this pod")
+		return h.skip(reasonNoMatch, "no SidecarSet selects this pod")
 	}
 	pod := headPod(view)
 	mounts := decodeMounts
@@ -195,34 +198,34 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	}
 	admitted, err := decodeAppLists(view, pod, candidates, mounts)
 	if err != nil {
-		return decodeError(err)
+		return h.decodeError(err)
 	}
 	limitRanges, err := h.NamespaceLimitRanges(ctx, meta.Namespace, candidates)
 	if err != nil {
-		admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
 	}
 	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
 	if readsAppResources(candidates) || inject.LimitRangesReadPod(limitRanges) {
 		if err := decodeAppResources(view, pod); err != nil {
-			return decodeError(err)
+			return h.decodeError(err)
 		}
 	}
 	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources, limitRanges) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
-			return decodeError(err)
+			return h.decodeError(err)
 		}
 		full.Metadata.Namespace = meta.Namespace
 		if pod, err = fullPod(&full); err != nil {
-			return decodeError(err)
+			return h.decodeError(err)
 		}
 	}
 	return h.inject(ctx, req, admitted, pod, candidates, snap.Get, namespaceLabels, limitRanges)
 }
 
-func decodeError(err error) admission.Response {
-	admissions.WithLabelValues(resultError, reasonDecode).Inc()
+func (h *PodInjector) decodeError(err error) admission.Response {
+	h.Metrics.Admissions.WithLabelValues(resultError, reasonDecode).Inc()
 	return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 }
 
@@ -235,51 +238,51 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 	// refusal recorded on the set.
 	dryRun := req.DryRun != nil && *req.DryRun
 	if refused := (*inject.RefusedError)(nil); errors.As(err, &refused) {
-		admissions.WithLabelValues(resultDenied, string(refused.Reason)).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultDenied, string(refused.Reason)).Inc()
 		if refused.SidecarSet != "" {
-			decisions.WithLabelValues(refused.SidecarSet, resultDenied, string(refused.Reason)).Inc()
+			h.Metrics.Decisions.WithLabelValues(refused.SidecarSet, resultDenied, string(refused.Reason)).Inc()
 			if c, ok := setByName(refused.SidecarSet); ok && !dryRun && h.Refusals != nil {
 				h.Refusals.Refused(c.Set, refused.Reason, refused.Error(), pod.Namespace, controllerOf(req.Object.Raw, pod.Namespace))
 			}
 		}
 		return admission.Denied(refused.Error())
 	} else if err != nil {
-		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	for _, s := range res.Skipped {
-		decisions.WithLabelValues(s.SidecarSet, resultSkipped, string(s.Reason)).Inc()
+		h.Metrics.Decisions.WithLabelValues(s.SidecarSet, resultSkipped, string(s.Reason)).Inc()
 	}
 	if !res.Changed() {
 		if len(res.Injected) == 0 {
-			return skip(reasonNoMatch, "no SidecarSet injects into this pod").WithWarnings(res.Warnings...)
+			return h.skip(reasonNoMatch, "no SidecarSet injects into this pod").WithWarnings(res.Warnings...)
 		}
 		for _, name := range res.Injected {
-			decisions.WithLabelValues(name, resultSkipped, reasonUnchanged).Inc()
+			h.Metrics.Decisions.WithLabelValues(name, resultSkipped, reasonUnchanged).Inc()
 		}
-		return skip(reasonUnchanged, "already injected").WithWarnings(res.Warnings...)
+		return h.skip(reasonUnchanged, "already injected").WithWarnings(res.Warnings...)
 	}
 	if len(res.Injected) == 0 {
 		// Only an earlier injection by SidecarSets that no longer apply is removed.
-		admissions.WithLabelValues(resultInjected, reasonStripped).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultInjected, reasonStripped).Inc()
 		return admission.Patched("", res.Patch()...).WithWarnings(res.Warnings...)
 	}
 	ops, err := res.PatchFrom(entries)
 	if err != nil {
-		admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonInjectionError).Inc()
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	for _, name := range res.Injected {
-		decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
+		h.Metrics.Decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
 	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, !dryRun)...)
-	admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
+	h.Metrics.Admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
 	return admission.Patched("", ops...).WithWarnings(res.Warnings...)
 }
 
-func skip(reason, message string) admission.Response {
-	admissions.WithLabelValues(resultSkipped, reason).Inc()
+func (h *PodInjector) skip(reason, message string) admission.Response {
+	h.Metrics.Admissions.WithLabelValues(resultSkipped, reason).Inc()
 	return admission.Allowed(message)
 }
 

@@ -30,6 +30,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
+	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
@@ -125,7 +126,7 @@ func goldenInjector(t *testing.T, c injecttest.Case) *PodInjector {
 	if inv := store.Load().Invalid; len(inv) > 0 {
 		t.Fatalf("invalid SidecarSets in case %s: %v", c.Name, inv)
 	}
-	return &PodInjector{Sets: store, AllowedAnnotations: injecttest.AllowList(t),
+	return &PodInjector{Sets: store, AllowedAnnotations: injecttest.AllowList(t), Metrics: opmetrics.Unregistered(),
 		NamespaceLabels: func(_ context.Context, name string) (map[string]string, error) {
 			if c.Namespace == nil {
 				return nil, nil
@@ -315,7 +316,7 @@ func TestPodInjectorGuards(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&req)
 			}
-			counter := admissions.WithLabelValues(tt.wantMetric[0], tt.wantMetric[1])
+			counter := h.Metrics.Admissions.WithLabelValues(tt.wantMetric[0], tt.wantMetric[1])
 			before := value(t, counter)
 
 			resp := handle(t, h, req)
@@ -367,11 +368,11 @@ func TestPodInjectorMetrics(t *testing.T) {
 			req := rawRequest(t, tt.raw(h), "web")
 			before := map[outcome]float64{}
 			for _, o := range all {
-				before[o] = value(t, admissions.WithLabelValues(o.result, o.reason))
+				before[o] = value(t, h.Metrics.Admissions.WithLabelValues(o.result, o.reason))
 			}
 			decisionsBefore := map[outcome]float64{}
 			for _, o := range all {
-				decisionsBefore[o] = value(t, decisions.WithLabelValues("log-agent", o.result, o.reason))
+				decisionsBefore[o] = value(t, h.Metrics.Decisions.WithLabelValues("log-agent", o.result, o.reason))
 			}
 
 			handle(t, h, req)
@@ -381,7 +382,7 @@ func TestPodInjectorMetrics(t *testing.T) {
 				if o == tt.want {
 					want = 1
 				}
-				if got := value(t, admissions.WithLabelValues(o.result, o.reason)) - before[o]; got != want {
+				if got := value(t, h.Metrics.Admissions.WithLabelValues(o.result, o.reason)) - before[o]; got != want {
 					t.Errorf("admissions{result=%q,reason=%q} moved by %v, want %v", o.result, o.reason, got, want)
 				}
 			}
@@ -390,7 +391,7 @@ func TestPodInjectorMetrics(t *testing.T) {
 				if o == tt.decision {
 					want = 1
 				}
-				if got := value(t, decisions.WithLabelValues("log-agent", o.result, o.reason)) - decisionsBefore[o]; got != want {
+				if got := value(t, h.Metrics.Decisions.WithLabelValues("log-agent", o.result, o.reason)) - decisionsBefore[o]; got != want {
 					t.Errorf("decisions{sidecarset=log-agent,result=%q,reason=%q} moved by %v, want %v", o.result, o.reason, got, want)
 				}
 			}
@@ -641,6 +642,7 @@ func ptrTo[T any](v T) *T { return &v }
 func testInjector(t *testing.T) *PodInjector {
 	t.Helper()
 	return &PodInjector{
+		Metrics:         opmetrics.Unregistered(),
 		Sets:            storeOf(t, ptrTo(func() bool { return true }), logAgentSet("log-agent", nil)),
 		Scope:           inject.Scope{OperatorNamespace: "sidecarset-system"},
 		NamespaceLabels: namespaceLabels(nil, nil),

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -572,7 +573,8 @@ func TestPolicyModeNeedsMutatingAdmissionPolicies(t *testing.T) {
 	if mapErr == nil {
 		t.Fatalf("Kubernetes 1.%d serves MutatingAdmissionPolicy v1: policyModeMinor is wrong", kubernetesMinor)
 	}
-	_, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Injection: operator.InjectionPolicy, Conditions: upgradeable})
+	_, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Injection: operator.InjectionPolicy, Conditions: upgradeable,
+		MetricsRegistry: prometheus.NewRegistry()}) // the suite's operator has registered its metrics already
 	if err == nil || !contains(err.Error(), "--injection=policy", "Kubernetes 1.36", "--injection=webhook") {
 		t.Fatalf("policy mode on Kubernetes 1.%d: %v; want a refusal naming the flag, the version and the webhook mode", kubernetesMinor, err)
 	}
