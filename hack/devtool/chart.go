@@ -24,6 +24,15 @@ const (
 // injectionPolicy is the condition under which a template renders policy mode.
 const injectionPolicy = `{{- if eq .Values.injection "policy" }}`
 
+// helmLiteral makes Helm print template delimiters as they are.
+var helmLiteral = strings.NewReplacer("{{", "{{`{{`}}", "}}", "{{`}}`}}")
+
+// monitoringCondition renders the Prometheus Operator objects (config/monitoring) with metrics
+// on, and metrics.monitoring "true", or "auto" (the default) where the cluster serves
+// monitoring.coreos.com/v1: the alert rules are on by default wherever they can be.
+const monitoringCondition = `{{- if and .Values.metrics.enabled (or (eq (toString .Values.metrics.monitoring) "true") ` +
+	`(and (eq (toString .Values.metrics.monitoring) "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule"))) }}`
+
 // writeChart turns `kustomize build config/default` (rendered) into a Helm chart in dir: the
 // same objects, with the release namespace for sidecarset-system and values for the image,
 // replicas, resources, the pod webhook's failurePolicy and extra excluded namespaces, and
@@ -32,8 +41,15 @@ const injectionPolicy = `{{- if eq .Values.injection "policy" }}`
 // that instead: its extra objects, and the lines it adds to the default's, under a condition.
 // Every substitution must apply exactly where expected: a change in the kustomize sources that
 // moves one fails here instead of producing a chart that silently ignores a value.
-func writeChart(rendered, policyRendered []byte, dir, version string) error {
+//
+// monitoringRendered (`kustomize build config/monitoring`, may be nil) are the ServiceMonitor
+// and the alert rules, rendered under monitoringCondition.
+func writeChart(rendered, policyRendered, monitoringRendered []byte, dir, version string) error {
 	objs, err := decodeAll(rendered)
+	if err != nil {
+		return err
+	}
+	monitoring, err := decodeAll(monitoringRendered)
 	if err != nil {
 		return err
 	}
@@ -57,7 +73,8 @@ func writeChart(rendered, policyRendered []byte, dir, version string) error {
 	}
 	files := map[string]string{}
 	var image, replicas, resources string
-	for i, obj := range append(objs, extra...) {
+	all := append(append(objs, extra...), monitoring...)
+	for i, obj := range all {
 		kind, _ := obj["kind"].(string)
 		meta, _ := obj["metadata"].(map[string]any)
 		name, _ := meta["name"].(string)
@@ -67,6 +84,9 @@ func writeChart(rendered, policyRendered []byte, dir, version string) error {
 		}
 		text := string(raw)
 		switch policy, ok := policyTexts[kindAndName(obj)]; {
+		case i >= len(objs)+len(extra):
+			// The alert rules hold Prometheus' own templates ({{ $labels.x }}): Helm prints them.
+			text = monitoringCondition + "\n" + helmLiteral.Replace(text) + "{{- end }}\n"
 		case i >= len(objs):
 			text = injectionPolicy + "\n" + text + "{{- end }}\n"
 		case ok:
@@ -147,6 +167,10 @@ webhook:
 metrics:
   # Serve metrics over HTTPS on 8443 behind Kubernetes authn/authz, with their Service.
   enabled: true
+  # The ServiceMonitor and the alert rules (PrometheusRule) for the Prometheus Operator:
+  # "auto" renders them where the cluster serves monitoring.coreos.com/v1, "true" always,
+  # "false" never.
+  monitoring: auto
 
 # How opted-in pods get their sidecars: "webhook" (the pod webhook injects every one) or
 # "policy" (each SidecarSet is compiled into a MutatingAdmissionPolicy that the API server runs,

@@ -36,7 +36,7 @@ spec:
 // release's, the resources block is replaced whole; a rendering whose anchors moved is refused.
 func TestWriteChart(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeChart([]byte(chartDeployment), nil, dir, "1.2.3"); err != nil {
+	if err := writeChart([]byte(chartDeployment), nil, nil, dir, "1.2.3"); err != nil {
 		t.Fatal(err)
 	}
 	read := func(name string) string {
@@ -72,7 +72,7 @@ func TestWriteChart(t *testing.T) {
 	}
 
 	moved := strings.Replace(chartDeployment, "  replicas: 2\n", "", 1)
-	if err := writeChart([]byte(moved), nil, t.TempDir(), "1"); err == nil || !strings.Contains(err.Error(), "replicas") {
+	if err := writeChart([]byte(moved), nil, nil, t.TempDir(), "1"); err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Errorf("a Deployment without replicas: %v, want the pattern named", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestWriteChartPolicyMode(t *testing.T) {
 	policy := strings.Replace(chartDeployment, "        - --metrics-bind-address=:8443\n",
 		"        - --metrics-bind-address=:8443\n        - --injection=policy\n", 1) + "---\n" + role
 	dir := t.TempDir()
-	if err := writeChart([]byte(chartDeployment), []byte(policy), dir, "1"); err != nil {
+	if err := writeChart([]byte(chartDeployment), []byte(policy), nil, dir, "1"); err != nil {
 		t.Fatal(err)
 	}
 	dep, err := os.ReadFile(filepath.Join(dir, "templates", "00-deployment-sidecarset-controller-manager.yaml"))
@@ -138,7 +138,7 @@ func TestWriteChartPolicyMode(t *testing.T) {
 	if !strings.HasPrefix(string(extra), injectionPolicy+"\n") || !strings.HasSuffix(string(extra), "{{- end }}\n") {
 		t.Errorf("the policy-mode ClusterRole is not conditional:\n%s", extra)
 	}
-	if err := writeChart([]byte(chartDeployment+"---\n"+role), []byte(chartDeployment), t.TempDir(), "1"); err == nil ||
+	if err := writeChart([]byte(chartDeployment+"---\n"+role), []byte(chartDeployment), nil, t.TempDir(), "1"); err == nil ||
 		!strings.Contains(err.Error(), "ClusterRole sidecarset-policy-mode-role") {
 		t.Errorf("a policy-mode rendering without an object: %v, want it named", err)
 	}

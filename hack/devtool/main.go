@@ -8,8 +8,9 @@
 //	devtool json-field PATH [DEFAULT]           JSON on stdin -> the string at PATH (dot-separated)
 //	devtool names KIND RESOURCE                 JSON List on stdin -> RESOURCE/NAME of each item of KIND
 //	devtool proxy PORT BACKENDS_FILE            TCP proxy on 127.0.0.1:PORT to the replicas in the file
-//	devtool chart DIR VERSION POLICY            kustomize YAML on stdin (config/default) and in the file
-//	                                            POLICY (config/policy-mode) -> a Helm chart in DIR
+//	devtool chart DIR VERSION POLICY [MONITORING] kustomize YAML on stdin (config/default) and in the
+//	                                            files POLICY (config/policy-mode) and MONITORING
+//	                                            (config/monitoring) -> a Helm chart in DIR
 //	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
 //	devtool registry PORT DIR [AUTH_FILE]      an OCI registry on 127.0.0.1:PORT, blobs in DIR (the real node pulls from it);
 //	                                            with AUTH_FILE (user:password) pushes need those credentials
@@ -65,7 +66,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		_, err = stdout.Write(out)
 		return err
-	case cmd == "chart" && len(args) == 3:
+	case cmd == "chart" && (len(args) == 3 || len(args) == 4):
 		in, err := io.ReadAll(stdin)
 		if err != nil {
 			return err
@@ -74,7 +75,13 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeChart(in, policy, args[0], args[1])
+		var monitoring []byte
+		if len(args) == 4 {
+			if monitoring, err = os.ReadFile(args[3]); err != nil {
+				return err
+			}
+		}
+		return writeChart(in, policy, monitoring, args[0], args[1])
 	case cmd == "image" && len(args) == 4:
 		return buildImage(args[0], args[1], args[2], args[3])
 	case cmd == "registry" && (len(args) == 2 || len(args) == 3):
@@ -131,7 +138,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
-		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY | image BINARY OUT.tar NAME:TAG VERSION | " +
+		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY [MONITORING] | image BINARY OUT.tar NAME:TAG VERSION | " +
 		"registry PORT DIR [AUTH_FILE] | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
 }
 

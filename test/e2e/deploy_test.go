@@ -527,6 +527,25 @@ func objectKey(obj *unstructured.Unstructured) string {
 func helmChart(t *testing.T) {
 	sameAsKustomize(t, "default", helmTemplate(t, operatorNamespace))
 	sameAsKustomize(t, "policy-mode", helmTemplate(t, operatorNamespace, "--set", "injection=policy"))
+	// Where the cluster serves the Prometheus Operator's API, the ServiceMonitor and the alert
+	// rules (the refusal alert among them) are on by default, exactly as config/monitoring
+	// renders them; metrics.monitoring=false leaves them out.
+	monitored := helmTemplate(t, operatorNamespace, "--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
+	var monitoring []*unstructured.Unstructured
+	for _, obj := range monitored {
+		if obj.GetKind() == "PrometheusRule" || obj.GetKind() == "ServiceMonitor" {
+			monitoring = append(monitoring, obj)
+		}
+	}
+	sameAsKustomize(t, "monitoring", monitoring)
+	if rules := fmt.Sprint(monitoring); len(monitoring) != 2 || !strings.Contains(rules, "SidecarSetPodsDenied") || !strings.Contains(rules, "{{ $labels.sidecarset }}") {
+		t.Errorf("with monitoring.coreos.com/v1 the chart renders %d monitoring objects, want the ServiceMonitor and the PrometheusRule with SidecarSetPodsDenied and Prometheus' own templates", len(monitoring))
+	}
+	for _, obj := range helmTemplate(t, operatorNamespace, "--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--set", "metrics.monitoring=false") {
+		if obj.GetKind() == "PrometheusRule" || obj.GetKind() == "ServiceMonitor" {
+			t.Errorf("metrics.monitoring=false still renders %s", objectKey(obj))
+		}
+	}
 	root := repoRoot(t)
 	out, err := exec.Command(filepath.Join(root, "bin", "helm"), "template", "sidecarset", filepath.Join(root, "dist", "chart"),
 		"--set", "injection=Policy").CombinedOutput()
