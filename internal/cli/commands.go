@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -284,6 +286,10 @@ func printStatus(out io.Writer, set *appsv1alpha1.SidecarSet) error {
 	st := set.Status
 	w := printers.GetNewTabWriter(out)
 	fmt.Fprintf(w, "SidecarSet %s\n", set.Name)
+	// A set that refuses pods breaks other teams' deploys: said first.
+	if c := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionRefusing); c != nil && c.Status == metav1.ConditionTrue {
+		fmt.Fprintf(w, "REFUSING PODS:\t%s (%s)\n", c.Message, c.Reason)
+	}
 	fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", set.Generation, st.ObservedGeneration)
 	if st.ObservedGeneration != set.Generation {
 		fmt.Fprintln(w, "\tthe operator has not seen the latest spec yet: the status below is older")

@@ -62,6 +62,13 @@ func WithRefusals(conditions *[]metav1.Condition, previous []metav1.Condition, r
 	}
 	setKeepingTime(conditions, was, metav1.Condition{Type: appsv1alpha1.ConditionRefusing, Status: metav1.ConditionTrue,
 		Reason: latest.Reason, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now), Message: msg})
+	// "No pod matches" would send the set's owner looking at labels: the pods matched, and
+	// were refused.
+	for i := range *conditions {
+		if c := &(*conditions)[i]; c.Reason == "NoMatchedPods" {
+			c.Message = fmt.Sprintf("No pod runs with this SidecarSet's sidecars: the pod webhook refused %d pod(s) it selects (%s); see the Refusing condition", count, latest.Reason)
+		}
+	}
 	next = quiet
 	for _, r := range kept {
 		next = min(next, r.Last.Add(quiet).Sub(now)+time.Second)

@@ -40,7 +40,8 @@ func TestRefusingCondition(t *testing.T) {
 		{"quiet again", []appsv1alpha1.ReplicaRefusals{old}, wasTrue, 0, "False", NoRecentRefusals, []string{"no pod"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var conditions []metav1.Condition
+			conditions := []metav1.Condition{{Type: appsv1alpha1.ConditionPodsUpdated, Status: metav1.ConditionTrue, Reason: "NoMatchedPods",
+				Message: "No pod matches: a pod needs the label"}}
 			kept, next := WithRefusals(&conditions, tc.previous, tc.refusals, 3, now, 10*time.Minute)
 			if len(kept) != tc.kept {
 				t.Fatalf("kept %d entries, want %d", len(kept), tc.kept)
@@ -62,6 +63,10 @@ func TestRefusingCondition(t *testing.T) {
 			}
 			if wantHour := at(time.Hour); tc.sinceHour != c.LastTransitionTime.Equal(&wantHour) {
 				t.Errorf("transition time %v; kept from before: %v", c.LastTransitionTime, tc.sinceHour)
+			}
+			noMatch := meta.FindStatusCondition(conditions, appsv1alpha1.ConditionPodsUpdated).Message
+			if refusing := tc.status == "True"; refusing == strings.HasPrefix(noMatch, "No pod matches") || refusing != strings.Contains(noMatch, "refused") {
+				t.Errorf("PodsUpdated says %q while Refusing is %s: a set whose pods were refused must not say that no pod matches", noMatch, tc.status)
 			}
 			if tc.status == "True" && (next <= 0 || next > 10*time.Minute) {
 				t.Errorf("recheck in %v; want within the quiet period", next)

@@ -44,6 +44,11 @@ func TestRefusingSetSaysSo(t *testing.T) {
 			if c == nil || c.Status != "True" || c.Reason != reason || !contains(c.Message, parts...) {
 				return false, fmt.Sprintf("Refusing %+v; refusals %+v", c, cur.Status.Refusals)
 			}
+			for _, other := range cur.Status.Conditions {
+				if strings.HasPrefix(other.Message, "No pod matches") {
+					return false, fmt.Sprintf("%s says %q while the set's pods are refused", other.Type, other.Message)
+				}
+			}
 			return true, ""
 		}
 	}
