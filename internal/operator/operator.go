@@ -145,7 +145,8 @@ func trimPod(obj any) (any, error) {
 			Labels: pod.Labels, Annotations: pod.Annotations, DeletionTimestamp: pod.DeletionTimestamp,
 			Generation: pod.Generation, OwnerReferences: pod.OwnerReferences,
 		},
-		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName,
+		// The grace period says how long a pod may wait for an old sidecar to stop (status).
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName, TerminationGracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds,
 			Containers: trimContainers(pod.Spec.Containers), InitContainers: trimContainers(pod.Spec.InitContainers)},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions, ObservedGeneration: pod.Status.ObservedGeneration,
 			ContainerStatuses: trimStatuses(pod.Status.ContainerStatuses), InitContainerStatuses: trimStatuses(pod.Status.InitContainerStatuses)},
@@ -410,9 +411,17 @@ func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		if w := in[i].State.Waiting; w != nil {
 			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason}
 		}
+		// Status reads only that the container runs: an old sidecar still running while the
+		// spec names the new image is a pod waiting for it to stop. One shared, read-only value.
+		if in[i].State.Running != nil {
+			out[i].State.Running = runningState
+		}
 	}
 	return out
 }
+
+// runningState marks a running container in the pod cache; nothing writes to it.
+var runningState = &corev1.ContainerStateRunning{}
 
 // replicaName names this replica in status.refusals: its pod's name (POD_NAME, from the
 // downward API in config/manager), else the host's name.

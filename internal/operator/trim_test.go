@@ -117,3 +117,28 @@ func TestTrimmedPodsShareResources(t *testing.T) {
 		t.Errorf("resourcesKey = %q", got)
 	}
 }
+
+// TestTrimmedPodsKeepWhatStatusReadsOfARestart: status says a pod waits for its old sidecar
+// to stop when the kubelet still runs that container while the spec names a new image, with
+// the pod's grace period; the cache's trimmed pod must keep both, or status and the rollout
+// condition never see the wait (explain, which reads the whole pod, would).
+func TestTrimmedPodsKeepWhatStatusReadsOfARestart(t *testing.T) {
+	var pod corev1.Pod
+	if err := json.Unmarshal(cachedPodJSON(t, "250m"), &pod); err != nil {
+		t.Fatal(err)
+	}
+	grace := int64(10)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pod.Status.ContainerStatuses[2].State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+	out, _ := trimPod(&pod)
+	trimmed := out.(*corev1.Pod)
+	if g := trimmed.Spec.TerminationGracePeriodSeconds; g == nil || *g != 10 {
+		t.Errorf("terminationGracePeriodSeconds %v, want 10", g)
+	}
+	if trimmed.Status.ContainerStatuses[2].State.Running == nil {
+		t.Error("the running container's state is dropped")
+	}
+	if trimmed.Status.ContainerStatuses[0].State.Running != nil {
+		t.Error("a container with no running state is marked running")
+	}
+}
