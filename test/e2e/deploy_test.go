@@ -11,6 +11,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -538,7 +539,13 @@ func helmChart(t *testing.T) {
 		}
 	}
 	sameAsKustomize(t, "monitoring", monitoring)
-	if rules := fmt.Sprint(monitoring); len(monitoring) != 2 || !strings.Contains(rules, "SidecarSetPodsDenied") || !strings.Contains(rules, "{{ $labels.sidecarset }}") {
+	var rendered strings.Builder
+	for _, obj := range monitoring {
+		raw, err := json.Marshal(obj.Object)
+		must(t, err)
+		rendered.Write(raw)
+	}
+	if rules := rendered.String(); len(monitoring) != 2 || !strings.Contains(rules, "SidecarSetPodsDenied") || !strings.Contains(rules, "{{ $labels.sidecarset }}") {
 		t.Errorf("with monitoring.coreos.com/v1 the chart renders %d monitoring objects, want the ServiceMonitor and the PrometheusRule with SidecarSetPodsDenied and Prometheus' own templates", len(monitoring))
 	}
 	for _, obj := range helmTemplate(t, operatorNamespace, "--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--set", "metrics.monitoring=false") {
