@@ -121,15 +121,11 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 	if meta.Namespace == "" {
 		meta.Namespace = req.Namespace
 	}
-	// The namespace is read for the gate's opt-out label on every admission: under OLM the
-	// webhook's own namespaceSelector is replaced.
-	namespaceLabels, err := h.NamespaceLabels(ctx, meta.Namespace)
-	if err != nil {
-		h.Metrics.Admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", meta.Namespace, err))
-	}
+	// The gate first without the namespace's labels: a pod it turns away for its own labels,
+	// annotations or namespace name, or that no set selects, costs no namespace read and
+	// cannot fail on one.
 	gated := metav1.ObjectMeta{Namespace: meta.Namespace, Labels: meta.Labels, Annotations: meta.Annotations}
-	if ok, reason, msg := inject.Gate(&gated, namespaceLabels, h.Scope); !ok {
+	if ok, reason, msg := inject.Gate(&gated, nil, h.Scope); !ok {
 		return h.skip(string(reason), msg)
 	}
 	if !h.Sets.Ready() {
@@ -137,6 +133,19 @@ func (h *PodInjector) handle(ctx context.Context, req admission.Request, view *h
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("the SidecarSet cache has not synced yet; retry shortly"))
 	}
 	snap := h.Sets.Load()
+	if meta.Annotations[appsv1alpha1.StatusAnnotation] == "" && len(inject.Candidates(snap.Sets, meta.Labels)) == 0 {
+		return h.skip(reasonNoMatch, "no SidecarSet selects this pod")
+	}
+	// Then with them, for the opt-out label: read on every admission that may inject, as under
+	// OLM the webhook's own namespaceSelector is replaced.
+	namespaceLabels, err := h.NamespaceLabels(ctx, meta.Namespace)
+	if err != nil {
+		h.Metrics.Admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading namespace %s: %w", meta.Namespace, err))
+	}
+	if ok, reason, msg := inject.Gate(&gated, namespaceLabels, h.Scope); !ok {
+		return h.skip(string(reason), msg)
+	}
 	return h.admit(ctx, req, view, snap, namespaceLabels).WithWarnings(invalidWarnings(snap)...).WithWarnings(stoppedWarnings(snap, meta.Labels)...).WithWarnings(pinWarnings(snap, meta.Labels)...)
 }
 

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,29 @@ func TestRefusalsAreRecordedForTheSet(t *testing.T) {
 				if got.set != w.set || got.reason != w.reason || got.namespace != w.namespace || got.worker != w.worker || got.message != resp.Result.Message {
 					t.Errorf("heard %+v; want %+v with the denial's message %q", got, w, resp.Result.Message)
 				}
+			}
+		})
+	}
+}
+
+// TestNamespaceReadNeverBlocksUnselectedPods: the namespace is read only for a pod some set
+// may inject; an opted-in pod no set selects is let through even while namespaces cannot be
+// read, and a selected one gets the error.
+func TestNamespaceReadNeverBlocksUnselectedPods(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		allowed bool
+	}{
+		{"no set selects it", map[string]string{"app": "other"}, true},
+		{"a set selects it", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testInjector(t)
+			h.NamespaceLabels = namespaceLabels(nil, errors.New("the API server is unreachable"))
+			resp := handle(t, h, rawRequest(t, mustMarshal(t, optedInPod("web", tc.labels)), "web"))
+			if resp.Allowed != tc.allowed {
+				t.Errorf("allowed %v (%s); want %v", resp.Allowed, resp.Result.Message, tc.allowed)
 			}
 		})
 	}
