@@ -659,6 +659,10 @@ type ReplicaRefusals struct {
 	// Replica is the operator replica (its pod's name) that refused the pods.
 	// +kubebuilder:validation:MaxLength=253
 	Replica string `json:"replica"`
+	// Generation is the SidecarSet's metadata.generation the refusals were made under: a
+	// refusal under an older spec says nothing of the current one.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 	// Count is how many pod creations it refused since Since.
 	Count int64 `json:"count"`
 	// Since is when it refused the first of them.
@@ -710,6 +714,7 @@ type RecreatingWorkload struct {
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedPods`,description="Matched pods injected with the current hash"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyPods`,description="Matched, injected and Ready pods"
 // +kubebuilder:printcolumn:name="Unavailable",type=integer,JSONPath=`.status.unavailablePods`,description="Matched pods not Ready, or updated and not yet running the new images"
+// +kubebuilder:printcolumn:name="Refusing",type=string,JSONPath=`.status.conditions[?(@.type=="Refusing")].reason`,description="Why the pod webhook refuses pods the set selects, while it does (condition Refusing)"
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.conditions[?(@.type=="RollingUpdate")].reason`,description="Where a rolling update of running pods stands (updateStrategy RollingUpdate)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="SidecarSet",resources={{Pod,v1,""}}
@@ -769,7 +774,7 @@ const (
 	// clash with the pods' containers, ports or volumes, a LimitRange, a pod's override; see
 	// status.refusals): its reason is the latest refusal's, from the engine's catalog, and its
 	// message counts the pods and names the namespaces and workloads. It turns False (reason
-	// NoRecentRefusals) once no pod was refused for 10 minutes. It does not change Ready: the
+	// NoRecentRefusals) once no pod was refused for 10 minutes, or none since the spec changed. It does not change Ready: the
 	// set still injects the pods it does not refuse.
 	ConditionRefusing = "Refusing"
 	// ConditionReady summarises the others for `kubectl wait --for=condition=Ready`, GitOps tools

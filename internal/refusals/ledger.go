@@ -77,8 +77,8 @@ func (l *Ledger) Refused(set *appsv1alpha1.SidecarSet, reason inject.Reason, mes
 	if quiet == 0 {
 		quiet = QuietPeriod
 	}
-	if !ok || now.Sub(e.status.Last.Time) > quiet {
-		e = &entry{status: appsv1alpha1.ReplicaRefusals{Replica: l.Replica, Since: metav1.NewTime(now)}}
+	if !ok || now.Sub(e.status.Last.Time) > quiet || e.status.Generation != set.Generation {
+		e = &entry{status: appsv1alpha1.ReplicaRefusals{Replica: l.Replica, Since: metav1.NewTime(now), Generation: set.Generation}}
 		l.sets[set.Name] = e
 	}
 	e.set = set

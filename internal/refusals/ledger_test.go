@@ -48,6 +48,13 @@ func TestLedgerEpisodesAndEvents(t *testing.T) {
 		t.Fatalf("pending %+v; want an event counting the 2 refusals since the last", w)
 	}
 
+	edited := set.DeepCopy()
+	edited.Generation = 2
+	l.Refused(edited, inject.ReasonPortClash, "port clash", "shop", "")
+	if w = l.pending(); len(w) != 1 || w[0].status.Count != 1 || w[0].status.Generation != 2 {
+		t.Fatalf("pending %+v; want a new entry under the edited spec", w)
+	}
+
 	now = now.Add(11 * time.Minute)
 	l.Refused(set, inject.ReasonLimitRange, "too big", "ops", "")
 	if w = l.pending(); len(w) != 1 || w[0].status.Count != 1 || !w[0].status.Since.Equal(&metav1.Time{Time: now}) ||

@@ -17,14 +17,17 @@ const NoRecentRefusals = "NoRecentRefusals"
 
 // WithRefusals sets the Refusing condition into conditions from what the operator's replicas
 // wrote into status.refusals, and returns the entries to keep: those whose latest refusal is
-// within quiet of now (older ones are dropped, and the condition turns False). The condition is
+// within quiet of now and made under the set's current generation (others are dropped, and the
+// condition turns False: the spec that was refused has changed). The condition is
 // left out for a set that has not refused a pod since it last said so (nothing in previous or
 // refusals). next is when the condition changes by itself (zero: never): the status is looked
 // at again then.
 func WithRefusals(conditions *[]metav1.Condition, previous []metav1.Condition, refusals []appsv1alpha1.ReplicaRefusals,
 	generation int64, now time.Time, quiet time.Duration) (kept []appsv1alpha1.ReplicaRefusals, next time.Duration) {
 	for _, r := range refusals {
-		if now.Sub(r.Last.Time) <= quiet {
+		// A refusal under an older spec says nothing of this one (0: written before entries
+		// recorded their generation).
+		if now.Sub(r.Last.Time) <= quiet && (r.Generation == 0 || r.Generation == generation) {
 			kept = append(kept, r)
 		}
 	}
@@ -33,7 +36,7 @@ func WithRefusals(conditions *[]metav1.Condition, previous []metav1.Condition, r
 		if was != nil {
 			setKeepingTime(conditions, was, metav1.Condition{Type: appsv1alpha1.ConditionRefusing, Status: metav1.ConditionFalse,
 				Reason: NoRecentRefusals, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
-				Message: fmt.Sprintf("The pod webhook refused no pod this SidecarSet selects in the last %s", quiet)})
+				Message: fmt.Sprintf("The pod webhook refused no pod this SidecarSet selects in the last %s, nor since its spec last changed", quiet)})
 		}
 		return nil, 0
 	}

@@ -38,6 +38,10 @@ func TestRefusingCondition(t *testing.T) {
 			[]string{"refused 5 pod(s)", "name clash", "namespaces: shop, blog", "workloads: shop/ReplicaSet/web-1"}, false},
 		{"still refusing", []appsv1alpha1.ReplicaRefusals{a}, wasTrue, 1, "True", "PortClash", []string{"refused 3 pod(s)"}, true},
 		{"quiet again", []appsv1alpha1.ReplicaRefusals{old}, wasTrue, 0, "False", NoRecentRefusals, []string{"no pod"}, false},
+		{"the spec changed since", []appsv1alpha1.ReplicaRefusals{func() appsv1alpha1.ReplicaRefusals { r := a; r.Generation = 2; return r }()}, wasTrue,
+			0, "False", NoRecentRefusals, []string{"since its spec last changed"}, false},
+		{"refused under this spec", []appsv1alpha1.ReplicaRefusals{func() appsv1alpha1.ReplicaRefusals { r := a; r.Generation = 3; return r }()}, nil,
+			1, "True", "PortClash", []string{"refused 3 pod(s)"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conditions := []metav1.Condition{{Type: appsv1alpha1.ConditionPodsUpdated, Status: metav1.ConditionTrue, Reason: "NoMatchedPods",
