@@ -297,8 +297,9 @@ bench-rollout: manifests kustomize ## Roll a sidecar change through BENCH_PODS (
 	go test ./test/e2e -tags e2e -run '^$$' -bench '$(BENCH_rollout_$(BENCH_MODE))' -benchtime 1x -count=1 -timeout 40m -v
 
 .PHONY: lint
-lint: golangci-lint lint-scripts ## golangci-lint (.golangci.yml: govet, staticcheck, errcheck, gosec, ...) on every package, e2e included, and shellcheck on hack/.
+lint: golangci-lint lint-scripts ## golangci-lint (.golangci.yml: govet, staticcheck, errcheck, gosec, ...) on every package, e2e included, shellcheck on hack/, and devtool conflictcheck on test/ (an Update neither re-read in retry.RetryOnConflict nor marked //conflict-safe: <reason>).
 	$(LOCALBIN)/golangci-lint run ./...
+	go run ./hack/devtool conflictcheck ./test/...
 
 .PHONY: helm
 helm: ## Build helm from the Go module proxy (the chart's tests render with it).

@@ -1,7 +1,8 @@
 // Command devtool does the few things hack/ scripts need that plain bash does badly: pick free
 // loopback ports, rewrite the rendered install manifests for an operator running on the host,
 // read a field of a JSON document, and proxy the webhook's TCP connections to the operator
-// replicas. The scripts build it into bin/devtool (see devtool in hack/lib/common.sh).
+// replicas. The scripts build it into bin/devtool (see devtool in hack/lib/common.sh). make lint
+// runs its conflictcheck: test writes that another writer of the object can make fail.
 //
 //	devtool free-ports N [ENV_FILE...]         N distinct free 127.0.0.1 ports, none recorded as *_PORT= in the files
 //	devtool install-manifests URL_BASE CA_FILE  kustomize YAML on stdin -> JSON List for `kubectl apply`
@@ -17,6 +18,9 @@
 //	devtool push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]
 //	                                            push an image tarball, or BINARY as a one-file image, to REF,
 //	                                            with the credentials in the file $SIDECARSET_REGISTRY_AUTH names
+//	devtool conflictcheck DIR[/...]|FILE...     the Updates in those Go files a concurrent writer can make fail with a
+//	                                            conflict: not re-read in retry.RetryOnConflict, not marked
+//	                                            //conflict-safe: <reason> (make lint runs it on ./test/...)
 package main
 
 import (
@@ -126,6 +130,8 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		_, err = fmt.Fprintln(stdout, strings.Join(names, " "))
 		return err
+	case cmd == "conflictcheck" && len(args) >= 1:
+		return conflictCheck(args, stdout)
 	case cmd == "proxy" && len(args) == 2:
 		port, err := strconv.Atoi(args[0])
 		if err != nil {
@@ -139,7 +145,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
 		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY [MONITORING] | image BINARY OUT.tar NAME:TAG VERSION | " +
-		"registry PORT DIR [AUTH_FILE] | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
+		"registry PORT DIR [AUTH_FILE] | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...] | conflictcheck DIR[/...]|FILE...")
 }
 
 func joinInts(v []int) string {

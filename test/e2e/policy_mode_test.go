@@ -23,6 +23,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestPolicyModeOperatorDown runs the operator in policy mode, with the pod webhook registered
@@ -125,14 +126,13 @@ func routePodWebhook(t *testing.T) {
 	t.Helper()
 	conditions := policyModeMatchConditions(t)
 	cfg, j := podWebhook(t)
-	saved := cfg.Webhooks[j].DeepCopy()
-	cfg.Webhooks[j].MatchConditions = conditions
-	must(t, k8s.Update(ctx, cfg))
+	var saved *admissionregistrationv1.MutatingWebhook
+	must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.MutatingWebhookConfiguration) {
+		saved = cur.Webhooks[j].DeepCopy()
+		cur.Webhooks[j].MatchConditions = conditions
+	}))
 	t.Cleanup(func() {
-		var cur admissionregistrationv1.MutatingWebhookConfiguration
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cfg), &cur))
-		cur.Webhooks[j] = *saved
-		must(t, k8s.Update(ctx, &cur))
+		must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.MutatingWebhookConfiguration) { cur.Webhooks[j] = *saved }))
 	})
 }
 

@@ -112,14 +112,13 @@ func TestRemediationAfterOutage(t *testing.T) {
 	createSet(t, set)
 
 	cfg, j := podWebhook(t)
-	was := cfg.Webhooks[j].FailurePolicy
-	cfg.Webhooks[j].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
-	must(t, k8s.Update(ctx, cfg))
+	var was *admissionregistrationv1.FailurePolicyType
+	must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.MutatingWebhookConfiguration) {
+		was = cur.Webhooks[j].FailurePolicy
+		cur.Webhooks[j].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	}))
 	t.Cleanup(func() {
-		var cur admissionregistrationv1.MutatingWebhookConfiguration
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cfg), &cur))
-		cur.Webhooks[j].FailurePolicy = was
-		must(t, k8s.Update(ctx, &cur))
+		must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.MutatingWebhookConfiguration) { cur.Webhooks[j].FailurePolicy = was }))
 	})
 	stopOperator(t, "operator-0", "TERM")
 	restarted := false

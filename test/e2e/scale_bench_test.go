@@ -41,6 +41,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // scaleSizes are BenchmarkScale's sizes; each is an environment variable of `make bench-scale`.
@@ -445,18 +446,18 @@ func registerNoop(b *testing.B, port int) {
 	// Opted-in pods that carry noopLabel go to the no-op webhook alone (so the operator watches
 	// and counts them as it does its own), those that carry policyLabel to policy mode's
 	// registration of ours; the installation is the benchmark's own.
-	exclude := oursCfg.DeepCopy()
-	for j := range exclude.Webhooks {
-		if w := &exclude.Webhooks[j]; w.Name == ours.Name {
-			if w.ObjectSelector == nil {
-				w.ObjectSelector = &metav1.LabelSelector{}
+	must(b, testutil.Edit(ctx, k8s, oursCfg.DeepCopy(), func(exclude *admissionregistrationv1.MutatingWebhookConfiguration) {
+		for j := range exclude.Webhooks {
+			if w := &exclude.Webhooks[j]; w.Name == ours.Name {
+				if w.ObjectSelector == nil {
+					w.ObjectSelector = &metav1.LabelSelector{}
+				}
+				w.ObjectSelector.MatchExpressions = append(w.ObjectSelector.MatchExpressions,
+					metav1.LabelSelectorRequirement{Key: noopLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+					metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
 			}
-			w.ObjectSelector.MatchExpressions = append(w.ObjectSelector.MatchExpressions,
-				metav1.LabelSelectorRequirement{Key: noopLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
-				metav1.LabelSelectorRequirement{Key: policyLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
 		}
-	}
-	must(b, k8s.Update(ctx, exclude))
+	}))
 	noop := ours.DeepCopy()
 	noop.Name = "noop.bench.sidecarset.io"
 	noop.ClientConfig.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d/noop", port))
@@ -899,16 +900,15 @@ func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			names = append(names, obj.(*corev1.Pod).Name)
 		}
 		createPodsLike(b, names, sizes.creators, func(name string) error {
-			var pod corev1.Pod
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
-				return err
-			}
-			for i := range pod.Status.Conditions {
-				if pod.Status.Conditions[i].Type == corev1.PodReady {
-					pod.Status.Conditions[i].Status = corev1.ConditionFalse
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			// kwok writes pod status too: EditStatus reads again on a conflict.
+			return testutil.EditStatus(ctx, k8s, pod, func(cur *corev1.Pod) {
+				for i := range cur.Status.Conditions {
+					if cur.Status.Conditions[i].Type == corev1.PodReady {
+						cur.Status.Conditions[i].Status = corev1.ConditionFalse
+					}
 				}
-			}
-			return k8s.Status().Update(ctx, &pod)
+			})
 		})
 		r.notReadyLag = w.settle(b, sets, 3*time.Second)
 		_, events1 := w.snapshot()

@@ -15,6 +15,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // tokenPath is where the ServiceAccount admission plugin mounts the API token in every container.
@@ -120,15 +121,17 @@ func patchPodWebhook(t *testing.T, change func(*admissionregistrationv1.Mutating
 			if cfg.Webhooks[j].Name != "inject.sidecarset.io" {
 				continue
 			}
-			old := cfg.Webhooks[j].DeepCopy()
-			change(&cfg.Webhooks[j])
-			must(t, k8s.Update(ctx, cfg))
+			var old *admissionregistrationv1.MutatingWebhook
+			must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.MutatingWebhookConfiguration) {
+				old = cur.Webhooks[j].DeepCopy()
+				change(&cur.Webhooks[j])
+			}))
 			name, index := cfg.Name, j
 			t.Cleanup(func() {
-				var cur admissionregistrationv1.MutatingWebhookConfiguration
-				must(t, k8s.Get(ctx, client.ObjectKey{Name: name}, &cur))
-				cur.Webhooks[index] = *old
-				must(t, k8s.Update(ctx, &cur))
+				cur := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+				must(t, testutil.Edit(ctx, k8s, cur, func(c *admissionregistrationv1.MutatingWebhookConfiguration) {
+					c.Webhooks[index] = *old
+				}))
 			})
 			return
 		}

@@ -16,6 +16,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestConflictsThatGetPastValidation: two SidecarSets written at the same moment are each
@@ -48,10 +49,24 @@ func TestConflictsThatGetPastValidation(t *testing.T) {
 			a, b := createSet(t, agentSet(app+"-a", app)), createSet(t, agentSet(app+"-b", app))
 			for _, set := range []*appsv1alpha1.SidecarSet{a, b} {
 				must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
-				set.Spec.Containers[0].Name = app + "-shared"
 			}
+			// Read above, so that the two updates leave together; a conflict with the operator's
+			// status writes reads the set again.
 			rename := func(set *appsv1alpha1.SidecarSet) func() error {
-				return func() error { return k8s.Update(ctx, set) }
+				return func() error {
+					stale := false // read just above
+					return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+						if stale {
+							*set = appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: set.Name}}
+							if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
+								return err
+							}
+						}
+						stale = true
+						set.Spec.Containers[0].Name = app + "-shared"
+						return k8s.Update(ctx, set)
+					})
+				}
 			}
 			errs := concurrently(rename(a), rename(b))
 			if errs[0] != nil || errs[1] != nil {
@@ -195,9 +210,11 @@ func withoutSidecarSetValidation(t *testing.T, f func()) {
 		if j < 0 {
 			continue
 		}
-		saved := cfg.Webhooks[j].DeepCopy()
-		cfg.Webhooks = slices.Delete(cfg.Webhooks, j, j+1)
-		must(t, k8s.Update(ctx, cfg))
+		var saved *admissionregistrationv1.ValidatingWebhook
+		must(t, testutil.Edit(ctx, k8s, cfg, func(cur *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			saved = cur.Webhooks[j].DeepCopy()
+			cur.Webhooks = slices.Delete(cur.Webhooks, j, j+1)
+		}))
 		// The API server reads webhook configurations through an informer: wait until it stops
 		// calling the webhook, and after f until it calls it again, so that later tests see
 		// the usual chain.

@@ -14,6 +14,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 func TestLabelledPodIsInjected(t *testing.T) {
@@ -116,9 +117,7 @@ func TestNamespaceSelectorAndPause(t *testing.T) {
 		t.Errorf("pod in a non-matching namespace has %d containers, want 1", n)
 	}
 
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
-	set.Spec.InjectionStrategy.Paused = true
-	must(t, k8s.Update(ctx, set))
+	must(t, testutil.Edit(ctx, k8s, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.InjectionStrategy.Paused = true }))
 	waitForSet(t, set)
 	paused := appPod(meshNS, "shop-1", "shop", true)
 	must(t, k8s.Create(ctx, paused))

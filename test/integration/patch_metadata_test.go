@@ -9,6 +9,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestPatchPodMetadata: a pod created through the production admission chain carries the
@@ -63,9 +64,7 @@ func TestRollingUpdatePatchesAnnotations(t *testing.T) {
 	pods := rolloutPods(t, ns, "roll-meta", 2)
 	waitForCounts(t, set, counts{2, 2, 2, 2})
 	// Someone takes over the dropped key on the first pod.
-	edited := getPod(t, pods[0])
-	edited.Annotations[dropped] = "mine"
-	must(t, k8s.Update(ctx, edited))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(edited *corev1.Pod) { edited.Annotations[dropped] = "mine" }))
 	before := getPod(t, pods[1])
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {

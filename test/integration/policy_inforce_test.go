@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestPolicyCompiledOnlyOnceRunning: PolicyCompiled says True only once the API server runs the
@@ -40,9 +40,7 @@ func TestPolicyCompiledOnlyOnceRunning(t *testing.T) {
 			}
 		}
 		wantImage(set.Spec.Containers[0].Image)
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set)) // status written since
-		set.Spec.Containers[0].Image = "registry.example/agent:2.0"
-		must(t, k8s.Update(ctx, set))
+		must(t, testutil.Edit(ctx, k8s, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" }))
 		wantImage("registry.example/agent:2.0")
 	}
 }

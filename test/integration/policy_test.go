@@ -37,6 +37,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // noWebhookLabel keeps a pod from the pod webhook while TestPolicyModeStoresWhatTheWebhookStores
@@ -340,10 +341,7 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 	}
 	eventually(t, "the policy to inject the pod", sidecarImage)
 
-	var current appsv1alpha1.SidecarSet
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &current))
-	current.Spec.Containers[0].Image = "registry.example/agent:2.0"
-	must(t, k8s.Update(ctx, &current))
+	must(t, testutil.Edit(ctx, k8s, set.DeepCopy(), func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" }))
 	eventually(t, "the policy to inject the new image", sidecarImage)
 
 	// Pinning the first revision (stored by the suite's operator): the policy injects it, not
@@ -354,9 +352,9 @@ func TestPolicyReconcilerRendersUpdatesAndPrunes(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: revision.Name(set.Name, first)}, pinned)
 		return err == nil, fmt.Sprint(err)
 	})
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &current))
-	current.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: pinned.Name}
-	must(t, k8s.Update(ctx, &current))
+	must(t, testutil.Edit(ctx, k8s, set.DeepCopy(), func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: pinned.Name}
+	}))
 	eventually(t, "the policy to inject the pinned revision", func() (bool, string) {
 		got, err := dryRun(t, pod)
 		if err != nil {

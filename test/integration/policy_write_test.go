@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // policyInjects returns a condition: a pod of app, which only the policies see, gets the
@@ -40,17 +41,21 @@ func TestPolicyReconcilerRestoresHandEdits(t *testing.T) {
 	injects := policyInjects(t, "policy-edit")
 	eventually(t, "the policy to inject the pod", injects)
 
+	// The operator writes both objects too (it renders them): Edit reads again on a conflict.
 	var p admissionregistrationv1.MutatingAdmissionPolicy
-	must(t, k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &p))
-	rendered := p.Spec.DeepCopy()
-	ignore := admissionregistrationv1.Ignore
-	p.Spec.FailurePolicy = &ignore
-	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "off", Expression: "false"}}
-	must(t, k8s.Update(ctx, &p))
+	p.Name = policy.Name(set.Name)
+	var rendered *admissionregistrationv1.MutatingAdmissionPolicySpec
+	must(t, testutil.Edit(ctx, k8s, &p, func(cur *admissionregistrationv1.MutatingAdmissionPolicy) {
+		rendered = cur.Spec.DeepCopy()
+		ignore := admissionregistrationv1.Ignore
+		cur.Spec.FailurePolicy = &ignore
+		cur.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "off", Expression: "false"}}
+	}))
 	var b admissionregistrationv1.MutatingAdmissionPolicyBinding
-	must(t, k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &b))
-	b.Spec.MatchResources.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "elsewhere"}}
-	must(t, k8s.Update(ctx, &b))
+	b.Name = policy.Name(set.Name)
+	must(t, testutil.Edit(ctx, k8s, &b, func(cur *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
+		cur.Spec.MatchResources.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "elsewhere"}}
+	}))
 
 	eventually(t, "the hand-edited policy and binding to be restored", func() (bool, string) {
 		must(t, k8s.Get(ctx, client.ObjectKey{Name: policy.Name(set.Name)}, &p))

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // replicaSet creates a ReplicaSet named name in ns (no controller runs here to make its Pods)
@@ -77,9 +78,10 @@ func TestChangesThatCannotBeMadeInPlaceRecreatePodsByEviction(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"owner": "guarded"}}}}
 	must(t, k8s.Create(ctx, pdb))
 	// What kube-controller-manager's disruption controller (not run here) would write.
-	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0,
-		CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
-	must(t, k8s.Status().Update(ctx, pdb))
+	must(t, testutil.EditStatus(ctx, k8s, pdb, func(p *policyv1.PodDisruptionBudget) {
+		p.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: p.Generation, DisruptionsAllowed: 0,
+			CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+	}))
 	eventually(t, "the pods to be counted, the late one as not injected", func() (bool, string) {
 		var cur appsv1alpha1.SidecarSet
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))

@@ -19,6 +19,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // The rollout where it meets other jobs: refusals by other admission, pods being deleted,
@@ -87,6 +88,7 @@ func refuseImageUpdates(t *testing.T, key, value, suffix string) {
 	eventually(t, "the admission policy to be enforced", func() (bool, string) {
 		cur := getPod(t, probe)
 		cur.Spec.Containers[0].Image = "registry.example/app" + suffix
+		//conflict-safe: a dry run, read again on every attempt of eventually; a conflict is one more attempt.
 		err := k8s.Update(ctx, cur, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "only signed images"), fmt.Sprint(err)
 	})
@@ -158,9 +160,8 @@ func TestTerminatingPodHoldsTheBudget(t *testing.T) {
 	set := createSet(t, rollingSet("terminating", "terminating"))
 	pods := rolloutPods(t, ns, "terminating", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3})
-	held := getPod(t, pods[2])
-	held.Finalizers = []string{"example.com/hold"}
-	must(t, k8s.Update(ctx, held))
+	held := pods[2].DeepCopy()
+	must(t, testutil.Edit(ctx, k8s, held, func(p *corev1.Pod) { p.Finalizers = []string{"example.com/hold"} }))
 	must(t, k8s.Delete(ctx, held))
 	waitForCounts(t, set, counts{2, 2, 2, 2})
 	kubelet.Reset()
@@ -172,9 +173,7 @@ func TestTerminatingPodHoldsTheBudget(t *testing.T) {
 		return a == "registry.example/agent:1.0" && b == "registry.example/agent:1.0", a + ", " + b
 	})
 
-	held = getPod(t, pods[2])
-	held.Finalizers = nil
-	must(t, k8s.Update(ctx, held))
+	must(t, testutil.Edit(ctx, k8s, held, func(p *corev1.Pod) { p.Finalizers = nil }))
 	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
 	if got := kubelet.Highest(); got != 1 {
 		t.Errorf("at most %d pods were unavailable at once (the deleted one included), want 1", got)
@@ -193,9 +192,7 @@ func TestSpecChangeMidRolloutCountsRestartsInFlight(t *testing.T) {
 	pods := rolloutPods(t, ns, "inflight", 3)
 	waitForCounts(t, set, counts{3, 3, 3, 3})
 	for i, p := range pods {
-		cur := getPod(t, p)
-		cur.Labels["canary"] = fmt.Sprint(i == 0)
-		must(t, k8s.Update(ctx, cur))
+		must(t, testutil.Edit(ctx, k8s, p.DeepCopy(), func(cur *corev1.Pod) { cur.Labels["canary"] = fmt.Sprint(i == 0) }))
 	}
 	kubelet.Reset()
 
@@ -228,9 +225,9 @@ func TestEditedSidecarsOutliveRevisionPruning(t *testing.T) {
 	createSet(t, set)
 	pods := rolloutPods(t, ns, "pruned", 3)
 	first := waitForCounts(t, set, counts{3, 3, 3, 3}).Status.Hash
-	hotfix := getPod(t, pods[0])
-	hotfix.Spec.Containers[1].Image = "registry.example/agent:1.0-hotfix"
-	must(t, k8s.Update(ctx, hotfix))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(hotfix *corev1.Pod) {
+		hotfix.Spec.Containers[1].Image = "registry.example/agent:1.0-hotfix"
+	}))
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	rollingCondition(t, set, "PodsNotUpdatable", "2 of 3 matched pods carry hash", "1 pods cannot be updated in place")
@@ -244,9 +241,9 @@ func TestEditedSidecarsOutliveRevisionPruning(t *testing.T) {
 	// The revision deleted all the same, and the hand edit reverted: the pod is looked at
 	// again, its injected content is unknown, and it is left alone and says why.
 	must(t, k8s.Delete(ctx, firstRevision))
-	reverted := getPod(t, pods[0])
-	reverted.Spec.Containers[1].Image = "registry.example/agent:1.0"
-	must(t, k8s.Update(ctx, reverted))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(reverted *corev1.Pod) {
+		reverted.Spec.Containers[1].Image = "registry.example/agent:1.0"
+	}))
 	waitForEvent(t, "Pod", ns, pods[0].Name, "PodNotUpdatable", "revision it was injected with ("+revision.Name(set.Name, first)+") is not stored")
 	stays(t, time.Second, "the pod whose injected content is unknown left alone", func() (bool, string) {
 		got := agentImage(t, pods[0])
@@ -305,9 +302,7 @@ func TestStartingPodIsNotRestarted(t *testing.T) {
 func setPodStatus(t *testing.T, pod *corev1.Pod, st corev1.PodStatus) {
 	t.Helper()
 	eventually(t, "the pod's status to be written", func() (bool, string) {
-		cur := getPod(t, pod)
-		cur.Status = st
-		err := k8s.Status().Update(ctx, cur)
+		err := testutil.EditStatus(ctx, k8s, pod.DeepCopy(), func(cur *corev1.Pod) { cur.Status = st })
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -323,8 +318,7 @@ func TestNativeSidecarOnAnOldKubelet(t *testing.T) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		must(t, k8s.Create(ctx, node))
 		t.Cleanup(func() { deleteIgnoreNotFound(t, node) })
-		node.Status.NodeInfo.KubeletVersion = version
-		must(t, k8s.Status().Update(ctx, node))
+		must(t, testutil.EditStatus(ctx, k8s, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = version }))
 	}
 	set := createSet(t, rollingSet("native", "native"))
 	var pods []*corev1.Pod

@@ -90,7 +90,8 @@ func (k *fakeKubelet) scan(ctx context.Context) {
 		want := k.statusOf(pod)
 		if !equalStatuses(pod.Status, want) {
 			pod.Status = want
-			_ = k8s.Status().Update(ctx, pod) // a conflict is retried at the next scan
+			//conflict-safe: a kubelet writes again what it reads: a conflict is retried at the next scan.
+			_ = k8s.Status().Update(ctx, pod)
 		}
 	}
 }
@@ -201,12 +202,7 @@ func rolloutPods(t *testing.T, ns, app string, n int) []*corev1.Pod {
 func setImages(t *testing.T, set *appsv1alpha1.SidecarSet, mutate func(*appsv1alpha1.SidecarSet)) {
 	t.Helper()
 	eventually(t, "the SidecarSet to be updated", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		mutate(&cur)
-		err := k8s.Update(ctx, &cur)
+		err := testutil.Edit(ctx, k8s, &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: set.Name}}, mutate)
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -471,9 +467,9 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
 		return cur.Status.UpdateRevision != "", cur.Status.UpdateRevision
 	})
-	hotfix := getPod(t, pods[0])
-	hotfix.Spec.Containers[1].Image = "registry.example/agent:1.0-hotfix"
-	must(t, k8s.Update(ctx, hotfix))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(hotfix *corev1.Pod) {
+		hotfix.Spec.Containers[1].Image = "registry.example/agent:1.0-hotfix"
+	}))
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
 	rollingCondition(t, set, "PodsNotUpdatable", "1 pods cannot be updated in place", "("+ns+": 1)")
@@ -489,9 +485,9 @@ func TestRollingUpdateLeavesEditedSidecarsAlone(t *testing.T) {
 	}
 
 	// Someone reverts the hand edit: the pod is looked at again and updated.
-	reverted := getPod(t, pods[0])
-	reverted.Spec.Containers[1].Image = "registry.example/agent:1.0"
-	must(t, k8s.Update(ctx, reverted))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(reverted *corev1.Pod) {
+		reverted.Spec.Containers[1].Image = "registry.example/agent:1.0"
+	}))
 	rollingCondition(t, set, "Complete", "2 of 2 matched pods carry hash")
 	if got := getPod(t, pods[0]).Spec.Containers[1].Image; got != "registry.example/agent:2.0" {
 		t.Errorf("the reverted pod was not updated: %s", got)
@@ -546,11 +542,10 @@ func TestPartialRevisionForNewPods(t *testing.T) {
 		return len(list.Items) == 1, fmt.Sprint(len(list.Items))
 	})
 
-	var cur appsv1alpha1.SidecarSet
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
-	cur.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable", Policy: appsv1alpha1.RevisionPolicyPartial}
-	cur.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(1))
-	err := k8s.Update(ctx, &cur)
+	err := testutil.Edit(ctx, k8s, set.DeepCopy(), func(cur *appsv1alpha1.SidecarSet) {
+		cur.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{CustomVersion: "stable", Policy: appsv1alpha1.RevisionPolicyPartial}
+		cur.Spec.UpdateStrategy.Partition = ptr.To(intstr.FromInt32(1))
+	})
 	if err == nil || !contains(err.Error(), "spec.updateStrategy.partition", "write updateStrategy.partition as a percentage") {
 		t.Fatalf("a numeric partition with policy Partial: got %v, want a refusal naming spec.updateStrategy.partition", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 type counts struct{ matched, updated, ready, updatedReady int32 }
@@ -35,13 +36,13 @@ func waitForCounts(t *testing.T, set *appsv1alpha1.SidecarSet, want counts) *app
 // setReady sets a Pod's Ready condition through the status subresource, as a kubelet would.
 func setReady(t *testing.T, pod *corev1.Pod, ready bool) {
 	t.Helper()
-	got := getPod(t, pod)
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
-	got.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-	must(t, k8s.Status().Update(ctx, got))
+	must(t, testutil.EditStatus(ctx, k8s, pod.DeepCopy(), func(got *corev1.Pod) {
+		got.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
+	}))
 }
 
 func TestStatusCountsFollowPods(t *testing.T) {
@@ -85,10 +86,11 @@ func TestStatusCountsFollowPods(t *testing.T) {
 	waitForCounts(t, set, counts{matched: 2, updated: 2, ready: 1, updatedReady: 1})
 
 	// A spec change gives a new hash: existing pods are no longer updated, new ones are.
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), set))
-	oldHash := inject.Hash(&set.Spec)
-	set.Spec.Containers[0].Image = "registry.example/agent:1.1"
-	must(t, k8s.Update(ctx, set))
+	var oldHash string
+	must(t, testutil.Edit(ctx, k8s, set, func(s *appsv1alpha1.SidecarSet) {
+		oldHash = inject.Hash(&s.Spec)
+		s.Spec.Containers[0].Image = "registry.example/agent:1.1"
+	}))
 	st = waitForCounts(t, set, counts{matched: 2, updated: 0, ready: 1, updatedReady: 0})
 	if st.Status.Hash == oldHash || st.Status.Hash != inject.Hash(&set.Spec) {
 		t.Errorf("status.hash = %s, want the new hash %s (old %s)", st.Status.Hash, inject.Hash(&set.Spec), oldHash)
@@ -104,9 +106,7 @@ func TestStatusCountsFollowPods(t *testing.T) {
 	waitForCounts(t, set, counts{matched: 3, updated: 1, ready: 2, updatedReady: 1})
 
 	// A label change that stops matching takes the pod out of the counts.
-	p := getPod(t, pods[0])
-	p.Labels["app"] = "elsewhere"
-	must(t, k8s.Update(ctx, p))
+	must(t, testutil.Edit(ctx, k8s, pods[0].DeepCopy(), func(p *corev1.Pod) { p.Labels["app"] = "elsewhere" }))
 	waitForCounts(t, set, counts{matched: 2, updated: 1, ready: 1, updatedReady: 1})
 }
 
@@ -117,10 +117,8 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 	createSet(t, set)
 
 	// Injected while the namespace matched, then the namespace stops matching.
-	var nsObj corev1.Namespace
-	must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-	nsObj.Labels["tier"] = "gold"
-	must(t, k8s.Update(ctx, &nsObj))
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	must(t, testutil.Edit(ctx, k8s, nsObj, func(n *corev1.Namespace) { n.Labels["tier"] = "gold" }))
 	eventually(t, "namespace label to reach the cache", func() (bool, string) {
 		pod := appPod(ns, fmt.Sprintf("search-%d", len(nsObj.Name)), "search", true)
 		pod.GenerateName, pod.Name = "search-", ""
@@ -129,9 +127,7 @@ func TestStatusFollowsNamespaceLabels(t *testing.T) {
 	})
 	waitForCounts(t, set, counts{matched: 1, updated: 1})
 
-	must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-	delete(nsObj.Labels, "tier")
-	must(t, k8s.Update(ctx, &nsObj))
+	must(t, testutil.Edit(ctx, k8s, nsObj, func(n *corev1.Namespace) { delete(n.Labels, "tier") }))
 	waitForCounts(t, set, counts{})
 }
 
@@ -173,10 +169,8 @@ func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 			must(t, k8s.Patch(ctx, &got, patch))
 			rvs[set.Name] = got.ResourceVersion
 		}
-		var nsObj corev1.Namespace
-		must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-		nsObj.Labels["round"] = fmt.Sprint(round)
-		must(t, k8s.Update(ctx, &nsObj))
+		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		must(t, testutil.Edit(ctx, k8s, nsObj, func(n *corev1.Namespace) { n.Labels["round"] = fmt.Sprint(round) }))
 		waitUntilReconcilerIdle(t, rvs, reconciles+2)
 		for name, rv := range rvs {
 			var got appsv1alpha1.SidecarSet
@@ -249,10 +243,8 @@ func TestStatusCountsExcludedPods(t *testing.T) {
 		t.Errorf("PodsUpdated should say why nothing matches, got %+v", c)
 	}
 
-	var nsObj corev1.Namespace
-	must(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, &nsObj))
-	delete(nsObj.Labels, appsv1alpha1.NamespaceInjectionLabel)
-	must(t, k8s.Update(ctx, &nsObj))
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	must(t, testutil.Edit(ctx, k8s, nsObj, func(n *corev1.Namespace) { delete(n.Labels, appsv1alpha1.NamespaceInjectionLabel) }))
 	waitForExcluded(1, 1)
 	waitForCounts(t, set, counts{matched: 1})
 }

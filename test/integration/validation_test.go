@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/test/testutil"
 )
 
 // TestBadSidecarSetsAreRejected sends each bad SidecarSet through the API server. Whether the
@@ -180,10 +181,10 @@ func TestConflictsBetweenSidecarSets(t *testing.T) {
 		t.Cleanup(func() { deleteIgnoreNotFound(t, other) })
 	})
 	t.Run("an update is validated too", func(t *testing.T) {
-		var base appsv1alpha1.SidecarSet
-		must(t, k8s.Get(ctx, client.ObjectKey{Name: "conflict-base"}, &base))
-		base.Spec.Containers[0].Image = ""
-		assertInvalidField(t, k8s.Update(ctx, &base), "spec.containers[0].image", "Required")
+		// Edit reads again on a conflict with the operator's status writes: the error is the refusal.
+		base := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "conflict-base"}}
+		err := testutil.Edit(ctx, k8s, base, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "" })
+		assertInvalidField(t, err, "spec.containers[0].image", "Required")
 	})
 }
 

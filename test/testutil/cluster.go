@@ -60,17 +60,13 @@ func (c Cluster) CreateSet(t testing.TB, set *appsv1alpha1.SidecarSet) *appsv1al
 	return set
 }
 
-// EditSet applies edit to the SidecarSet as it is now, retrying on conflicts: the operator
-// writes the set's status meanwhile.
+// EditSet applies edit to the SidecarSet as it is now (Edit: the operator writes the set's
+// status meanwhile, a conflict reads it again); any other error is tried again until Converge.
 func (c Cluster) EditSet(t testing.TB, set *appsv1alpha1.SidecarSet, edit func(*appsv1alpha1.SidecarSet)) {
 	t.Helper()
 	c.eventually(t, "the SidecarSet to be updated", func() (bool, string) {
-		var cur appsv1alpha1.SidecarSet
-		if err := c.Client.Get(c.Ctx, client.ObjectKeyFromObject(set), &cur); err != nil {
-			return false, err.Error()
-		}
-		edit(&cur)
-		err := c.Client.Update(c.Ctx, &cur)
+		cur := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: set.Name}}
+		err := Edit(c.Ctx, c.Client, cur, edit)
 		return err == nil, fmt.Sprint(err)
 	})
 }
