@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -28,7 +28,7 @@ var errDisruptionBudget = errors.New("its PodDisruptionBudget allows no disrupti
 // known to exist and not to be going away. why is set when the Pod is not to be evicted at
 // all; errDisruptionBudget when it must wait.
 func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod) (why string, err error) {
-	owner, noController := status.RecreatingController(pod)
+	owner, noController := rollout.RecreatingController(pod)
 	if owner == nil {
 		return noController, nil
 	}

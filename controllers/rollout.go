@@ -32,6 +32,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
@@ -83,7 +84,7 @@ type RolloutReconciler struct {
 	mu sync.Mutex
 	// memory: set -> what its rollout remembers of its Pods. The maps of one set are only used
 	// by its own reconcile, which never runs twice at once.
-	memory map[string]status.RolloutMemory
+	memory map[string]rollout.Memory
 	// podEvents: set -> how many SidecarUpdated events went to pods for which hash.
 	podEvents map[string]podEventCount
 }
@@ -94,7 +95,7 @@ type RolloutState struct {
 	UID        types.UID
 	Generation int64
 	Hash       string
-	Rollout    status.Rollout
+	Rollout    rollout.State
 }
 
 // RolloutStates holds every rolling set's RolloutState, written by the rollout reconciler and
@@ -108,7 +109,7 @@ func NewRolloutStates() *RolloutStates {
 
 // For returns the rollout state of this very spec of set: nil when the rollout has not planned
 // it yet.
-func (s *RolloutStates) For(c *inject.CompiledSet) *status.Rollout {
+func (s *RolloutStates) For(c *inject.CompiledSet) *rollout.State {
 	if s == nil {
 		return nil
 	}
@@ -140,7 +141,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, r.stop(ctx, set.Name)
 	}
 	pods, namespaceLabels := r.Pods.Tally.Selected(c)
-	ro, counts, rollErr := r.rollOneStep(ctx, c, &set, pods, namespaceLabels, status.HaltedBefore(&set))
+	ro, counts, rollErr := r.rollOneStep(ctx, c, &set, pods, namespaceLabels, rollout.HaltedBefore(&set))
 	r.States.set(set.Name, RolloutState{UID: set.UID, Generation: set.Generation, Hash: c.Hash, Rollout: *ro})
 	// Pods that only their own namespace's unavailable pods hold back (a tenant's broken pod)
 	// may wait forever: they do not hold operator upgrades back with them. Pods restarting do
@@ -187,16 +188,16 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // the set, the workloads being recreated come from the set's status (status.recreating), where
 // the rollout that evicted their Pods (this process before a restart, or another leader)
 // stored them.
-func (r *RolloutReconciler) memoryOf(set *appsv1alpha1.SidecarSet) status.RolloutMemory {
+func (r *RolloutReconciler) memoryOf(set *appsv1alpha1.SidecarSet) rollout.Memory {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.memory == nil {
-		r.memory = map[string]status.RolloutMemory{}
+		r.memory = map[string]rollout.Memory{}
 	}
 	m, ok := r.memory[set.Name]
 	if !ok {
-		m = status.NewRolloutMemory()
-		m.Recreating = status.RecreatingFromStatus(set.Status.Recreating)
+		m = rollout.NewMemory()
+		m.Recreating = rollout.RecreatingFromStatus(set.Status.Recreating)
 		r.memory[set.Name] = m
 	}
 	return m
@@ -206,7 +207,7 @@ func (r *RolloutReconciler) memoryOf(set *appsv1alpha1.SidecarSet) status.Rollou
 // from what it holds. The rollout is the only writer of status.recreating (the status
 // reconciler carries it over), so a merge patch of that field alone loses no one's write.
 func (r *RolloutReconciler) storeRecreating(ctx context.Context, set *appsv1alpha1.SidecarSet, recreating map[string]time.Time) error {
-	want := status.RecreatingStatus(recreating)
+	want := rollout.RecreatingStatus(recreating)
 	if equality.Semantic.DeepEqual(want, set.Status.Recreating) {
 		return nil
 	}
@@ -246,19 +247,19 @@ func (r *RolloutReconciler) podEvent(set, hash string, limit int) (send, capped 
 // rollOneStep plans the next step of a RollingUpdate and patches the Pods it picks. It returns where
 // the rollout stands and the counts it took while it classified the Pods.
 func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledSet, set *appsv1alpha1.SidecarSet, pods []*corev1.Pod,
-	namespaceLabels func(string) map[string]string, halted string) (*status.Rollout, status.Counts, error) {
+	namespaceLabels func(string) map[string]string, halted string) (*rollout.State, status.Counts, error) {
 	strategy := c.Set.Spec.UpdateStrategy
 	injecting := slices.ContainsFunc(r.Sets.Load().Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
-	eligible, err := status.Eligible(c, injecting)
+	eligible, err := rollout.Eligible(c, injecting)
 	if err != nil {
-		return &status.Rollout{}, status.Count(c, pods, namespaceLabels, r.Scope), err
+		return &rollout.State{}, status.Count(c, pods, namespaceLabels, r.Scope), err
 	}
 	memory := r.memoryOf(set)
-	in := status.RolloutInputs(c, pods, namespaceLabels, r.Scope, eligible, memory, time.Now())
-	ro := status.Rollout{Blocked: in.Blocked, Halted: halted, Stopping: in.Stopping}
+	in := rollout.Inputs(c, pods, namespaceLabels, r.Scope, eligible, memory, time.Now())
+	ro := rollout.State{Blocked: in.Blocked, Halted: halted, Stopping: in.Stopping}
 	if halted == "" && len(in.Stalled) > 0 {
 		// Recreated pods that do not come back: the rollout stops here, and says where.
-		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, status.DefaultProgressDeadlineSeconds)
+		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, rollout.DefaultProgressDeadlineSeconds)
 		ro.Halted = status.HaltSummary(in.Stalled, deadline)
 		for _, b := range in.Stalled {
 			r.recordEvent(in.Target(b), "RolloutHalted", "Evict",
@@ -270,7 +271,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	}
 
 	nodes := kubeletVersions{reader: r.APIReader}
-	step, err := status.Step(c, in, &ro, memory, func(target *corev1.Pod, recreate bool) (status.Attempt, error) {
+	step, err := rollout.Step(c, in, &ro, memory, func(target *corev1.Pod, recreate bool) (rollout.Attempt, error) {
 		if recreate {
 			return r.tryEviction(ctx, c, set, memory, target)
 		}
@@ -279,60 +280,61 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 	for _, b := range step.Report {
 		r.notUpdatable(in.Target(b), c, b.Why)
 	}
+	counts := status.Tally(in.States)
 	switch {
 	case err != nil:
-		return &ro, in.Counts, err
+		return &ro, counts, err
 	case step.Stale:
-		return &ro, in.Counts, errStale
+		return &ro, counts, errStale
 	}
-	return &ro, in.Counts, nil
+	return &ro, counts, nil
 }
 
-// tryEviction evicts a Pod to recreate, for status.Step. Its workload goes into the set's
+// tryEviction evicts a Pod to recreate, for rollout.Step. Its workload goes into the set's
 // status before the eviction: an operator that stops right after evicting still counts the
 // replacement against the budget, and still halts when it does not come back.
 func (r *RolloutReconciler) tryEviction(ctx context.Context, c *inject.CompiledSet, set *appsv1alpha1.SidecarSet,
-	memory status.RolloutMemory, pod *corev1.Pod) (status.Attempt, error) {
-	if owner, _ := status.RecreatingController(pod); owner != nil {
+	memory rollout.Memory, pod *corev1.Pod) (rollout.Attempt, error) {
+	if owner, _ := rollout.RecreatingController(pod); owner != nil {
 		ahead := maps.Clone(memory.Recreating)
 		ahead[string(owner.UID)] = time.Now()
 		if err := r.storeRecreating(ctx, set, ahead); err != nil {
-			return status.Attempt{}, err
+			return rollout.Attempt{}, err
 		}
 	}
 	why, err := r.evict(ctx, c, pod)
 	switch {
 	case errors.Is(err, errStale):
-		return status.Attempt{Stale: true}, nil
+		return rollout.Attempt{Stale: true}, nil
 	case errors.Is(err, errDisruptionBudget):
-		return status.Attempt{WaitsForBudget: err.Error()}, nil
+		return rollout.Attempt{WaitsForBudget: err.Error()}, nil
 	case err != nil:
-		return status.Attempt{}, err
+		return rollout.Attempt{}, err
 	case why != "":
-		return status.Attempt{Why: why}, nil
+		return rollout.Attempt{Why: why}, nil
 	}
-	return status.Attempt{EvictedAt: time.Now()}, nil
+	return rollout.Attempt{EvictedAt: time.Now()}, nil
 }
 
-// tryUpdate updates a Pod in place, for status.Step.
+// tryUpdate updates a Pod in place, for rollout.Step.
 func (r *RolloutReconciler) tryUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (status.Attempt, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (rollout.Attempt, error) {
 	hash, no, err := r.updatePod(ctx, c, pod, namespaceLabels, nodes)
 	if errors.Is(err, errStale) {
-		return status.Attempt{Stale: true}, nil // tried again on the requeue
+		return rollout.Attempt{Stale: true}, nil // tried again on the requeue
 	}
-	return status.Attempt{Hash: hash, Why: no.Why, Recreatable: no.Recreatable}, err
+	return rollout.Attempt{Hash: hash, Why: no.Why, Recreatable: no.Recreatable}, err
 }
 
 // retryAfter is when a rollout that nothing else wakes should look again: pods its
 // PodDisruptionBudget held back, or workloads still settling after an eviction (their
 // replacement Pod may not exist yet). Zero: the Pod events wake it.
-func retryAfter(ro *status.Rollout, memory status.RolloutMemory) time.Duration {
+func retryAfter(ro *rollout.State, memory rollout.Memory) time.Duration {
 	switch {
 	case len(ro.WaitingForBudget) > 0:
 		return recreateRetry
 	case len(memory.Recreating) > 0:
-		return status.RecreateSettle
+		return rollout.RecreateSettle
 	}
 	return 0
 }
@@ -341,26 +343,26 @@ func retryAfter(ro *status.Rollout, memory status.RolloutMemory) time.Duration {
 // into it, with a test of its resourceVersion. It returns the hash the Pod was patched to, or
 // why it cannot be updated in place.
 func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet, cached *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (string, status.Refusal, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (string, rollout.Refusal, error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Name}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", status.Refusal{}, nil
+			return "", rollout.Refusal{}, nil
 		}
-		return "", status.Refusal{}, fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
+		return "", rollout.Refusal{}, fmt.Errorf("reading pod %s/%s: %w", cached.Namespace, cached.Name, err)
 	}
 	if pod.DeletionTimestamp != nil {
-		return "", status.Refusal{}, nil
+		return "", rollout.Refusal{}, nil
 	}
 	u, no, err := r.planPodUpdate(ctx, c, &pod, namespaceLabels, nodes)
 	switch {
 	case err != nil:
-		return "", status.Refusal{}, err
+		return "", rollout.Refusal{}, err
 	case no.Why != "":
 		r.recordEvent(&pod, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
 		return "", no, nil
 	case u.Current() && len(u.Resources) == 0:
-		return u.To, status.Refusal{}, nil
+		return u.To, rollout.Refusal{}, nil
 	}
 	// Resources first, through the resize subresource (in-place resize; the kubelet applies
 	// each container's resizePolicy); the patch updates pod, so the images' patch then tests
@@ -368,7 +370,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	if ops := u.ResizePatch(); ops != nil {
 		if why, err := r.patchOrRefusal(ctx, &pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
 			r.notUpdatable(&pod, c, why)
-			return "", status.Refusal{Why: why}, err
+			return "", rollout.Refusal{Why: why}, err
 		}
 	}
 	// A pod with the current hash whose resourcesPolicy sidecars followed an app container's
@@ -376,22 +378,22 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	if ops := u.Patch(); ops != nil {
 		if why, err := r.patchOrRefusal(ctx, &pod, ops, "image update", func(p client.Patch) error { return r.Client.Patch(ctx, &pod, p) }); why != "" || err != nil {
 			r.notUpdatable(&pod, c, why)
-			return "", status.Refusal{Why: why}, err
+			return "", rollout.Refusal{Why: why}, err
 		}
 	}
 	r.reportPodUpdated(ctx, c, &pod, u)
-	return u.To, status.Refusal{}, nil
+	return u.To, rollout.Refusal{}, nil
 }
 
 // planPodUpdate works out the Pod's update, or why it cannot be updated in place.
 func (r *RolloutReconciler) planPodUpdate(ctx context.Context, c *inject.CompiledSet, pod *corev1.Pod,
-	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, status.Refusal, error) {
+	namespaceLabels func(string) map[string]string, nodes *kubeletVersions) (*inject.InPlace, rollout.Refusal, error) {
 	snap := r.Sets.Load()
 	injected, err := r.injectedRevision(ctx, c, pod)
 	if err != nil {
-		return nil, status.Refusal{}, err
+		return nil, rollout.Refusal{}, err
 	}
-	return status.PlanInPlace(snap, c, pod, namespaceLabels(pod.Namespace), injected, status.InPlaceEnv{
+	return rollout.PlanInPlace(snap, c, pod, namespaceLabels(pod.Namespace), injected, rollout.InPlaceEnv{
 		Revisions: r.Namespace != "", Resize: r.Resize,
 		KubeletVersion:     func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
 		AllowedAnnotations: r.AllowedAnnotations,

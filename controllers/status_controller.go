@@ -27,6 +27,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/refusals"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
@@ -147,7 +148,7 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 	conflicts := r.Sets.Load().Conflicts[set.Name]
 	counts := r.Pods.Tally.Sync(compiled)
 	var (
-		ro   *status.Rollout
+		ro   *rollout.State
 		errs []error
 	)
 	if rollingUpdate(set) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
@@ -37,10 +38,10 @@ func NewUpgradeGate(factory conditions.Factory) *UpgradeGate {
 }
 
 // NoteRollout records where set's rollout stands: in progress while it has Pods to update or
-// Pods restarting (status.Rollout.InProgress), so an upgrade waits until the kubelet runs the
+// Pods restarting (status.InProgress), so an upgrade waits until the kubelet runs the
 // new sidecars, Ready, in every Pod the rollout restarted. counts are those taken with ro.
-func (g *UpgradeGate) NoteRollout(ctx context.Context, set string, ro *status.Rollout, counts status.Counts) error {
-	return g.Note(ctx, set, ro.InProgress(counts), ro.Progress(counts))
+func (g *UpgradeGate) NoteRollout(ctx context.Context, set string, ro *rollout.State, counts status.Counts) error {
+	return g.Note(ctx, set, status.InProgress(ro, counts), status.Progress(ro, counts))
 }
 
 // Note records whether set's rollout is in progress (why says where it stands) and updates

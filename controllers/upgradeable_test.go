@@ -16,6 +16,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
@@ -152,21 +153,21 @@ func TestUpgradeGateWaitsForTheKubelet(t *testing.T) {
 		{"the new sidecar running, Ready", "registry.example/log-agent:2", metav1.ConditionTrue, "No SidecarSet"},
 	} {
 		pods := []*corev1.Pod{pod("web-0", "registry.example/log-agent:2"), pod("web-1", step.last)}
-		in := status.RolloutInputs(set, pods, func(string) map[string]string { return nil }, status.Scope{},
-			func(*corev1.Pod) bool { return true }, status.NewRolloutMemory(), time.Now())
-		ro := &status.Rollout{Blocked: in.Blocked, Stopping: in.Stopping}
-		if _, err := status.Step(set, in, ro, status.NewRolloutMemory(), func(p *corev1.Pod, _ bool) (status.Attempt, error) {
-			return status.Attempt{}, fmt.Errorf("pod %s tried: every pod is updated", p.Name)
+		in := rollout.Inputs(set, pods, func(string) map[string]string { return nil }, status.Scope{},
+			func(*corev1.Pod) bool { return true }, rollout.NewMemory(), time.Now())
+		ro := &rollout.State{Blocked: in.Blocked, Stopping: in.Stopping}
+		if _, err := rollout.Step(set, in, ro, rollout.NewMemory(), func(p *corev1.Pod, _ bool) (rollout.Attempt, error) {
+			return rollout.Attempt{}, fmt.Errorf("pod %s tried: every pod is updated", p.Name)
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.NoteRollout(ctx, set.Name(), ro, in.Counts); err != nil {
+		if err := g.NoteRollout(ctx, set.Name(), ro, status.Tally(in.States)); err != nil {
 			t.Fatal(err)
 		}
 		last := cond.sets[len(cond.sets)-1]
 		if last.Status != step.want || !strings.Contains(last.Message, step.text) {
 			t.Errorf("%s: Upgradeable %s %q, want %s with %q (updatedReadyPods %d of %d)", step.name, last.Status, last.Message, step.want, step.text,
-				in.Counts.UpdatedReady, in.Counts.Matched)
+				status.Tally(in.States).UpdatedReady, status.Tally(in.States).Matched)
 		}
 	}
 }

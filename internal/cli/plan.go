@@ -17,7 +17,6 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // Action is what the rollout does to a Pod. The values are stable: scripts may read them.
@@ -109,13 +108,13 @@ type planInput struct {
 	// pods are the opted-in Pods (the set's selector is applied here).
 	pods            []*corev1.Pod
 	namespaceLabels func(string) map[string]string
-	env             status.InPlaceEnv
+	env             rollout.InPlaceEnv
 	now             time.Time
 }
 
 // planRollout works out the next step of the set's rollout as the operator's rollout takes
-// it: the same classification (status.RolloutInputs, with a fresh memory as after a restart),
-// the same in-place decision (status.PlanInPlace) and the same step (status.Step), whose
+// it: the same classification (rollout.Inputs, with a fresh memory as after a restart),
+// the same in-place decision (rollout.PlanInPlace) and the same step (rollout.Step), whose
 // updates and evictions are only predicted. PodDisruptionBudgets are not read: an eviction
 // they hold waits for a later step.
 func planRollout(in planInput) (*RolloutPlan, error) {
@@ -125,13 +124,13 @@ func planRollout(in planInput) (*RolloutPlan, error) {
 	}
 	snap := in.engine.store.Load()
 	pods := slices.Clone(in.pods)
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(status.PodKey(a), status.PodKey(b)) })
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(rollout.PodKey(a), rollout.PodKey(b)) })
 	injecting := slices.ContainsFunc(snap.Sets, func(s *inject.CompiledSet) bool { return s.Name() == c.Name() })
-	eligible, err := status.Eligible(c, injecting)
+	eligible, err := rollout.Eligible(c, injecting)
 	if err != nil {
 		return nil, fmt.Errorf("SidecarSet %q: %w", c.Name(), err)
 	}
-	inputs := status.RolloutInputs(c, pods, in.namespaceLabels, in.engine.injector.Scope, eligible, status.NewRolloutMemory(), in.now)
+	inputs := rollout.Inputs(c, pods, in.namespaceLabels, in.engine.injector.Scope, eligible, rollout.NewMemory(), in.now)
 	plan := &RolloutPlan{SidecarSet: c.Name(), Hash: c.Hash, Strategy: strategyOf(in.set)}
 	if c.Set.Spec.UpdateStrategy.Type != appsv1alpha1.RollingUpdate {
 		plan.Note = fmt.Sprintf("spec.updateStrategy.type is %s: running pods are never updated; new pods get the current sidecars", plan.Strategy.Type)
@@ -147,7 +146,7 @@ func planRollout(in planInput) (*RolloutPlan, error) {
 }
 
 // step runs the rollout's step over the classified Pods and says what it does to each.
-func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status.RolloutInput, injecting bool) error {
+func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs rollout.Input, injecting bool) error {
 	before := slices.Clone(inputs.Plan) // Step updates the planner's view as it goes
 	verdicts := make([]inPlaceVerdict, len(inputs.Targets))
 	byPod := map[*corev1.Pod]int{}
@@ -161,15 +160,15 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status
 			verdicts[i] = v
 		}
 	}
-	ro := status.Rollout{Blocked: inputs.Blocked, Halted: status.HaltedBefore(in.set)}
-	res, err := status.Step(c, inputs, &ro, status.NewRolloutMemory(), func(pod *corev1.Pod, recreate bool) (status.Attempt, error) {
+	ro := rollout.State{Blocked: inputs.Blocked, Halted: rollout.HaltedBefore(in.set)}
+	res, err := rollout.Step(c, inputs, &ro, rollout.NewMemory(), func(pod *corev1.Pod, recreate bool) (rollout.Attempt, error) {
 		if recreate {
-			return status.Attempt{EvictedAt: in.now}, nil
+			return rollout.Attempt{EvictedAt: in.now}, nil
 		}
 		if v := verdicts[byPod[pod]]; v.refusal.Why != "" {
-			return status.Attempt{Why: v.refusal.Why, Recreatable: v.refusal.Recreatable}, nil
+			return rollout.Attempt{Why: v.refusal.Why, Recreatable: v.refusal.Recreatable}, nil
 		}
-		return status.Attempt{Hash: c.Hash}, nil
+		return rollout.Attempt{Hash: c.Hash}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("SidecarSet %q: %w", c.Name(), err)
@@ -192,7 +191,7 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs status
 		order[i] = n + 1
 	}
 	for i, pod := range inputs.Targets {
-		row := rolled(c, pod, before[i], verdicts[i], blocked[status.PodKey(pod)], in.now)
+		row := rolled(c, pod, before[i], verdicts[i], blocked[rollout.PodKey(pod)], in.now)
 		settled := row.Action == ActionLeave || row.Action == ActionCurrent || row.Action == ActionRestarting
 		if !settled && !before[i].Eligible {
 			row.Action, row.Why = ActionLeave, ineligible(c, injecting)+"; "+row.Why
@@ -228,7 +227,7 @@ func (plan *RolloutPlan) renumber() {
 // inPlaceVerdict is whether a Pod takes the set's current spec in place, and how.
 type inPlaceVerdict struct {
 	update  *inject.InPlace
-	refusal status.Refusal
+	refusal rollout.Refusal
 }
 
 // inPlace decides as the rollout does whether the Pod takes c's current spec in place.
@@ -237,9 +236,9 @@ func (in planInput) inPlace(c *inject.CompiledSet, pod *corev1.Pod) (inPlaceVerd
 	if hash, ok := inject.InjectedHash(pod.Annotations, c.Name()); ok {
 		injected = in.engine.injected(c, hash)
 	}
-	u, no, err := status.PlanInPlace(in.engine.store.Load(), c, pod, in.namespaceLabels(pod.Namespace), injected, in.env)
+	u, no, err := rollout.PlanInPlace(in.engine.store.Load(), c, pod, in.namespaceLabels(pod.Namespace), injected, in.env)
 	if err != nil {
-		return inPlaceVerdict{}, fmt.Errorf("pod %s: %w", status.PodKey(pod), err)
+		return inPlaceVerdict{}, fmt.Errorf("pod %s: %w", rollout.PodKey(pod), err)
 	}
 	return inPlaceVerdict{update: u, refusal: no}, nil
 }
@@ -263,7 +262,7 @@ func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerd
 	case v.refusal.Why == "":
 		row.Action, row.Why = ActionInPlace, outdated+": in place: "+changes(v.update)
 	default:
-		r := status.Recreate(c.Set.Spec.UpdateStrategy, pod, true, v.refusal.Why, v.refusal.Recreatable)
+		r := rollout.Recreate(c.Set.Spec.UpdateStrategy, pod, true, v.refusal.Why, v.refusal.Recreatable)
 		row.Action, row.Why = ActionLeave, outdated+" and not updatable in place: "+r.Left
 		if r.Workload != "" {
 			row.Action, row.Why = ActionEvict, fmt.Sprintf("%s and not updatable in place (%s); %s", outdated, v.refusal.Why, explain.Recreation(pod, c))
@@ -275,7 +274,7 @@ func rolled(c *inject.CompiledSet, pod *corev1.Pod, p rollout.Pod, v inPlaceVerd
 // current is the action and why of a Pod that carries the set's current hash: current, or
 // restarting while its kubelet does not run what it carries yet.
 func current(c *inject.CompiledSet, pod *corev1.Pod, now time.Time) (Action, string) {
-	if r, restarting := status.RestartOf(c, pod); restarting {
+	if r, restarting := rollout.RestartOf(c, pod); restarting {
 		return ActionRestarting, r.Describe(now)
 	}
 	return ActionCurrent, "current (hash " + c.Hash + ")"

@@ -21,7 +21,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
 // injectedAnnotation says, on a pod of a plan case, which SidecarSets the webhook injected it
@@ -122,7 +122,7 @@ func planCase(t *testing.T, dir string) planInput {
 	}
 	return planInput{set: now[0], engine: newTestEngine(t, now, revisions, nsLabels), pods: pods,
 		namespaceLabels: nsLabels, now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC),
-		env: status.InPlaceEnv{Revisions: true, Resize: true, KubeletVersion: func(name string) (*version.Version, error) {
+		env: rollout.InPlaceEnv{Revisions: true, Resize: true, KubeletVersion: func(name string) (*version.Version, error) {
 			for _, n := range nodes {
 				if n.Name == name {
 					return version.ParseGeneric(n.Status.NodeInfo.KubeletVersion)

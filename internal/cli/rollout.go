@@ -21,7 +21,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
 func newRolloutCommand(o *options) *cobra.Command {
@@ -134,7 +134,7 @@ func gatherPlan(ctx context.Context, o *options, name, file string) (*planInput,
 	}
 	nodes := &nodeVersions{reader: c, warn: o.streams.ErrOut}
 	return &planInput{set: set, engine: e, pods: pods, namespaceLabels: func(ns string) map[string]string { return nsLabels[ns] },
-		env: status.InPlaceEnv{Revisions: true, Resize: resize, KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
+		env: rollout.InPlaceEnv{Revisions: true, Resize: resize, KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
 			AllowedAnnotations: e.injector.AllowedAnnotations},
 		now: time.Now()}, nil
 }

@@ -17,8 +17,8 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
 // Verdict is what a SidecarSet does to a Pod. The values are stable: scripts may read them.
@@ -337,7 +337,7 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 		return "not injected: the pod was created before the SidecarSet selected it (or while it was paused); recreate it to inject"
 	case hash == c.Hash:
 		// Patched, but the kubelet does not run it yet: restarting, not current.
-		if r, restarting := status.RestartOf(c, p.Pod); restarting {
+		if r, restarting := rollout.RestartOf(c, p.Pod); restarting {
 			return r.Describe(opts.Now)
 		}
 		return "current (hash " + hash + ")"
@@ -365,7 +365,7 @@ func sidecars(snap *snapshot.Snapshot, p Pod, c *inject.CompiledSet, candidates 
 
 // Recreation says whether the rolling update recreates the pod by eviction, or why not.
 func Recreation(pod *corev1.Pod, c *inject.CompiledSet) string {
-	owner, why := status.RecreatingController(pod)
+	owner, why := rollout.RecreatingController(pod)
 	if owner == nil {
 		return "the rolling update does not recreate it: " + why
 	}

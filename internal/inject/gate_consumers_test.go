@@ -19,8 +19,8 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/policy/policytest"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
-	"github.com/sidecarset/sidecarset-operator/internal/status"
 	"github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
@@ -129,7 +129,7 @@ func statusCountsInjectable(t *testing.T, w gateWorld, pod *corev1.Pod) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, selected := status.Classify(c, pod, func(ns string) map[string]string { return w.namespaces[ns] }, w.scope)
+	s, selected := rollout.Classify(c, pod, func(ns string) map[string]string { return w.namespaces[ns] }, w.scope)
 	return selected && !s.Excluded
 }
 

@@ -64,30 +64,12 @@ func ParseRecords(annotations map[string]string) (Records, error) {
 // Status calls it for every updated Pod, so, as InjectedHash, it reads the form Encode writes
 // without the JSON decoder.
 func UnlistedSidecars(annotations map[string]string, c *CompiledSet) []string {
-	var has func(init bool, name string) bool
-	if e, found, ok := encodedRecord(annotations[appsv1alpha1.StatusAnnotation], c.Name(), true); ok {
-		if !found {
-			return nil
-		}
-		has = func(init bool, name string) bool {
-			if init {
-				return listed(e.initContainers, name)
-			}
-			return listed(e.containers, name)
-		}
-	} else {
-		recs, err := ParseRecords(annotations)
-		rec, found := recs[c.Name()]
-		if err != nil || !found {
-			return nil
-		}
-		has = func(init bool, name string) bool {
-			if init {
-				return slices.Contains(rec.InitContainers, name)
-			}
-			return slices.Contains(rec.Containers, name)
-		}
-	}
+	_, _, own := readInjection(annotations, c, true)
+	return own
+}
+
+// unlisted names the sidecars c declares that has says the record does not list.
+func unlisted(c *CompiledSet, has func(init bool, name string) bool) []string {
 	var out []string
 	for _, l := range []struct {
 		declared []appsv1alpha1.SidecarContainer
@@ -548,4 +530,50 @@ func ReadRecord(annotations map[string]string, c *CompiledSet, allowed *KeyAllow
 	}
 	rec, distrusted = trustRecord(raw, c.version(raw.Hash), allowed)
 	return rec, true, distrusted, nil
+}
+
+// InjectionOf reads, in one pass over the Pod's record, what InjectedHash and UnlistedSidecars
+// read: the hash set c injected the Pod with (found false when the record does not name c),
+// and, when that hash is c's current one, the sidecars c declares that the record does not
+// list. Status and the rollout classify every selected Pod by it, so a Pod's record is read
+// once per classification.
+func InjectionOf(annotations map[string]string, c *CompiledSet) (hash string, found bool, own []string) {
+	return readInjection(annotations, c, false)
+}
+
+// readInjection reads the hash c injected the Pod with and, when every is true or the hash is
+// c's current one, the sidecars c declares that the record does not list.
+func readInjection(annotations map[string]string, c *CompiledSet, every bool) (hash string, found bool, own []string) {
+	raw := annotations[appsv1alpha1.StatusAnnotation]
+	if raw == "" {
+		return "", false, nil
+	}
+	if e, found, ok := encodedRecord(raw, c.Name(), true); ok {
+		if !found {
+			return "", false, nil
+		}
+		if every || e.hash == c.Hash {
+			own = unlisted(c, func(init bool, name string) bool {
+				if init {
+					return listed(e.initContainers, name)
+				}
+				return listed(e.containers, name)
+			})
+		}
+		return e.hash, true, own
+	}
+	recs, err := ParseRecords(annotations)
+	rec, found := recs[c.Name()]
+	if err != nil || !found {
+		return "", false, nil
+	}
+	if every || rec.Hash == c.Hash {
+		own = unlisted(c, func(init bool, name string) bool {
+			if init {
+				return slices.Contains(rec.InitContainers, name)
+			}
+			return slices.Contains(rec.Containers, name)
+		})
+	}
+	return rec.Hash, true, own
 }

@@ -244,6 +244,14 @@ func agreesWithParseRecords(t *testing.T, raw, set string) {
 	if unlisted := inject.UnlistedSidecars(ann, c); !slices.Equal(unlisted, want) {
 		t.Errorf("UnlistedSidecars(%q, %q) = %q; ParseRecords says %q", raw, set, unlisted, want)
 	}
+	// InjectionOf reads both in one pass, the lists only for the set's current hash.
+	wantOwn := want
+	if rec.Hash != c.Hash {
+		wantOwn = nil
+	}
+	if hash, found, own := inject.InjectionOf(ann, c); hash != rec.Hash || found != wantOK || !slices.Equal(own, wantOwn) {
+		t.Errorf("InjectionOf(%q, %q) = %q, %v, %q; ParseRecords says %q, %v, %q", raw, set, hash, found, own, rec.Hash, wantOK, wantOwn)
+	}
 }
 
 // TestInjectedHashAgreesWithParseRecords: the fast path of InjectedHash must give exactly what

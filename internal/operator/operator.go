@@ -127,7 +127,7 @@ func CacheOptions(namespace, injection string) cache.Options {
 
 // trimPod drops what status computation and the rollout never read. Of the spec it keeps each
 // container's name and image and the node: a sidecar counts as settled when the kubelet
-// reports the image the spec names (status.Classify), and the node's kubelet decides whether a
+// reports the image the spec names (rollout.Classify), and the node's kubelet decides whether a
 // native sidecar can be updated in place. It keeps each container's requests and limits and
 // restart policy too: the rollout resizes a sidecar with a resourcesPolicy when an app
 // container (or native sidecar) was resized in place; the pods of a workload share one copy of

@@ -1,6 +1,11 @@
-// Package rollout decides which running Pods a SidecarSet updates in place next. It is pure:
-// the controller describes the matched Pods and the update strategy, and gets back the Pods to
-// patch now; it never reads or writes the API.
+// Package rollout is a SidecarSet's rolling update, whole and pure: how each selected Pod
+// stands (Classify: one availability per Pod), what a step is told of the Pods (Inputs), which
+// Pods it updates in place or evicts next (Compute, the planner), the step itself (Step, with
+// PlanInPlace and Recreate deciding per Pod through the injection engine), and what the rollout
+// remembers (Memory: its evictions in flight are restored from the set's status.recreating, its
+// halt from the RollingUpdate condition). It never reads or writes the API: the reconciler
+// gathers the Pods, calls it, and patches or evicts what it picks. The status package counts
+// its classification and writes the conditions; neither calls back into the other.
 //
 // The rules:
 //   - partition: that many of the injected Pods keep the old revision; the rollout stops when

@@ -35,7 +35,7 @@ func pods(spec string) []Pod {
 	return out
 }
 
-func ptr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+func intOrString(v intstr.IntOrString) *intstr.IntOrString { return &v }
 
 func TestCompute(t *testing.T) {
 	tests := []struct {
@@ -51,38 +51,38 @@ func TestCompute(t *testing.T) {
 		{"default: one at a time", "oooo", Strategy{}, []int{0}, 0, 1, 3, false},
 		{"budget in use by an update in flight", "Uooo", Strategy{}, nil, 0, 1, 3, false},
 		{"unavailable pods first, and free", "oono", Strategy{}, []int{2}, 0, 1, 3, false},
-		{"unavailable pods first, then the budget", "oono", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{2, 0}, 0, 2, 2, false},
-		{"maxUnavailable 2", "oooo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
-		{"maxUnavailable 50% of 5 rounds down", "ooooo", Strategy{MaxUnavailable: ptr(intstr.FromString("50%"))}, []int{0, 1}, 0, 2, 3, false},
-		{"maxUnavailable 10% of 5 is at least 1", "ooooo", Strategy{MaxUnavailable: ptr(intstr.FromString("10%"))}, []int{0}, 0, 1, 4, false},
-		{"pods unavailable for other reasons count", "nnoo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
-		{"partition keeps the last by key", "oooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{0, 1}, 2, 4, 0, false},
-		{"partition reached", "uuoo", Strategy{Partition: ptr(intstr.FromInt32(2))}, nil, 2, 1, 0, true},
-		{"partition percent rounds up", "ooo", Strategy{Partition: ptr(intstr.FromString("50%")), MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{0}, 2, 3, 0, false},
-		{"partition larger than the pods", "oo", Strategy{Partition: ptr(intstr.FromInt32(5))}, nil, 2, 1, 0, true},
-		{"new pods count as updated toward the partition", "uuuoo", Strategy{Partition: ptr(intstr.FromInt32(1))}, []int{3}, 1, 1, 0, false},
+		{"unavailable pods first, then the budget", "oono", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))}, []int{2, 0}, 0, 2, 2, false},
+		{"maxUnavailable 2", "oooo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
+		{"maxUnavailable 50% of 5 rounds down", "ooooo", Strategy{MaxUnavailable: intOrString(intstr.FromString("50%"))}, []int{0, 1}, 0, 2, 3, false},
+		{"maxUnavailable 10% of 5 is at least 1", "ooooo", Strategy{MaxUnavailable: intOrString(intstr.FromString("10%"))}, []int{0}, 0, 1, 4, false},
+		{"pods unavailable for other reasons count", "nnoo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
+		{"partition keeps the last by key", "oooo", Strategy{Partition: intOrString(intstr.FromInt32(2)), MaxUnavailable: intOrString(intstr.FromInt32(4))}, []int{0, 1}, 2, 4, 0, false},
+		{"partition reached", "uuoo", Strategy{Partition: intOrString(intstr.FromInt32(2))}, nil, 2, 1, 0, true},
+		{"partition percent rounds up", "ooo", Strategy{Partition: intOrString(intstr.FromString("50%")), MaxUnavailable: intOrString(intstr.FromInt32(3))}, []int{0}, 2, 3, 0, false},
+		{"partition larger than the pods", "oo", Strategy{Partition: intOrString(intstr.FromInt32(5))}, nil, 2, 1, 0, true},
+		{"new pods count as updated toward the partition", "uuuoo", Strategy{Partition: intOrString(intstr.FromInt32(1))}, []int{3}, 1, 1, 0, false},
 		{"paused", "oono", Strategy{Paused: true}, nil, 0, 1, 4, false},
-		{"ineligible pods are left", "xoxo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{1, 3}, 0, 4, 0, false},
+		{"ineligible pods are left", "xoxo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(4))}, []int{1, 3}, 0, 4, 0, false},
 		{"done", "uuxu", Strategy{}, nil, 0, 1, 0, true},
 		{"nothing matched", "", Strategy{}, nil, 0, 1, 0, true},
-		{"a pod to recreate is picked like the others", "eo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 0, false},
-		{"one recreation per workload at a time", "ee o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{0, 2}, 0, 3, 1, false},
-		{"a workload with a pod being recreated waits", "Eb oo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, []int{2, 3}, 0, 3, 1, false},
+		{"a pod to recreate is picked like the others", "eo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 0, false},
+		{"one recreation per workload at a time", "ee o", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(3))}, []int{0, 2}, 0, 3, 1, false},
+		{"a workload with a pod being recreated waits", "Eb oo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(3))}, []int{2, 3}, 0, 3, 1, false},
 		{"an evicted pod holds the set-wide budget", "E o", Strategy{}, nil, 0, 1, 1, false},
 		{"a recreation no pod shows yet holds the set-wide budget", "o", Strategy{InFlight: 1}, nil, 0, 1, 1, false},
-		{"never-injected pods are remediated outside the partition", "um", Strategy{Partition: ptr(intstr.FromInt32(1))}, []int{1}, 1, 1, 0, false},
+		{"never-injected pods are remediated outside the partition", "um", Strategy{Partition: intOrString(intstr.FromInt32(1))}, []int{1}, 1, 1, 0, false},
 		{"never-injected pods without remediation are left", "ui", Strategy{}, nil, 0, 1, 0, true},
 		{"a terminating pod holds its namespace's budget", "too", Strategy{}, nil, 0, 1, 2, false},
-		{"a terminating pod is not matched", "t ooo", Strategy{MaxUnavailable: ptr(intstr.FromString("50%"))}, []int{1}, 0, 1, 2, false},
+		{"a terminating pod is not matched", "t ooo", Strategy{MaxUnavailable: intOrString(intstr.FromString("50%"))}, []int{1}, 0, 1, 2, false},
 		{"a pod unavailable for its own reasons holds back only its namespace", "No oo", Strategy{}, []int{2}, 0, 1, 2, false},
 		{"restarts count in every namespace", "Uo oo", Strategy{}, nil, 0, 1, 3, false},
 		{"an old pod whose sidecars restart holds every namespace", "ro oo", Strategy{}, []int{0}, 0, 1, 3, false},
-		{"a free update restarts, and then counts everywhere", "no oo", Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
-		{"partition counts injected pods only", "iiooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(5))}, []int{2}, 2, 5, 0, false},
+		{"a free update restarts, and then counts everywhere", "no oo", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))}, []int{0, 1}, 0, 2, 2, false},
+		{"partition counts injected pods only", "iiooo", Strategy{Partition: intOrString(intstr.FromInt32(2)), MaxUnavailable: intOrString(intstr.FromInt32(5))}, []int{2}, 2, 5, 0, false},
 		{"pods never injected are not updated", "io", Strategy{}, []int{1}, 0, 1, 0, false},
 		{"a starting pod waits and is not free", "s o", Strategy{}, []int{1}, 0, 1, 1, false},
 		{"a resize goes first, within the budget", "oz", Strategy{}, []int{1}, 0, 1, 1, false},
-		{"a resize counts as updated toward the partition", "uooz", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(4))}, []int{3}, 2, 4, 0, false},
+		{"a resize counts as updated toward the partition", "uooz", Strategy{Partition: intOrString(intstr.FromInt32(2)), MaxUnavailable: intOrString(intstr.FromInt32(4))}, []int{3}, 2, 4, 0, false},
 		{"a resize waits while paused", "zu", Strategy{Paused: true}, nil, 0, 1, 1, false},
 		{"an ineligible resize is left", "Zu", Strategy{}, nil, 0, 1, 0, true},
 	}
@@ -102,9 +102,9 @@ func TestCompute(t *testing.T) {
 
 func TestComputeRefusesBadValues(t *testing.T) {
 	for _, s := range []Strategy{
-		{Partition: ptr(intstr.FromString("half"))},
-		{MaxUnavailable: ptr(intstr.FromString("10"))},
-		{Partition: ptr(intstr.FromInt32(-1))},
+		{Partition: intOrString(intstr.FromString("half"))},
+		{MaxUnavailable: intOrString(intstr.FromString("10"))},
+		{Partition: intOrString(intstr.FromInt32(-1))},
 	} {
 		if _, err := Compute(pods("oo"), s); err == nil {
 			t.Errorf("Compute with %+v: no error", s)
@@ -136,12 +136,12 @@ func TestRolloutSimulation(t *testing.T) {
 		}
 		s := Strategy{}
 		if rng.IntN(2) == 0 {
-			s.MaxUnavailable = ptr(intstr.FromInt32(int32(1 + rng.IntN(5))))
+			s.MaxUnavailable = intOrString(intstr.FromInt32(int32(1 + rng.IntN(5))))
 		} else {
-			s.MaxUnavailable = ptr(intstr.FromString(fmt.Sprintf("%d%%", 1+rng.IntN(60))))
+			s.MaxUnavailable = intOrString(intstr.FromString(fmt.Sprintf("%d%%", 1+rng.IntN(60))))
 		}
 		if rng.IntN(2) == 0 {
-			s.Partition = ptr(intstr.FromInt32(int32(rng.IntN(n + 2))))
+			s.Partition = intOrString(intstr.FromInt32(int32(rng.IntN(n + 2))))
 		}
 		switch rng.IntN(3) {
 		case 1:
@@ -235,7 +235,7 @@ func countPods(ps []Pod, f func(Pod) bool) int {
 }
 
 func TestComputeNamesTheNamespacesHeldBack(t *testing.T) {
-	p, err := Compute(pods("No oo nooo"), Strategy{MaxUnavailable: ptr(intstr.FromInt32(2))})
+	p, err := Compute(pods("No oo nooo"), Strategy{MaxUnavailable: intOrString(intstr.FromInt32(2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +260,10 @@ func TestComputeWaits(t *testing.T) {
 		{"budget", "ooo", Strategy{}, "now budget budget"},
 		{"paused before starting", "os", Strategy{Paused: true}, "paused paused"},
 		{"starting", "s o", Strategy{}, "starting now"},
-		{"partition keeps the last by key", "oooo", Strategy{Partition: ptr(intstr.FromInt32(2)), MaxUnavailable: ptr(intstr.FromInt32(4))}, "now now partition partition"},
-		{"partition, budget and ineligible", "uoxoo", Strategy{Partition: ptr(intstr.FromInt32(2))}, "- now - budget partition"},
-		{"one recreation per workload", "ee o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, "now workload-busy now"},
-		{"busy workload", "Eb o", Strategy{MaxUnavailable: ptr(intstr.FromInt32(3))}, "- workload-busy now"},
+		{"partition keeps the last by key", "oooo", Strategy{Partition: intOrString(intstr.FromInt32(2)), MaxUnavailable: intOrString(intstr.FromInt32(4))}, "now now partition partition"},
+		{"partition, budget and ineligible", "uoxoo", Strategy{Partition: intOrString(intstr.FromInt32(2))}, "- now - budget partition"},
+		{"one recreation per workload", "ee o", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(3))}, "now workload-busy now"},
+		{"busy workload", "Eb o", Strategy{MaxUnavailable: intOrString(intstr.FromInt32(3))}, "- workload-busy now"},
 		{"held back by its namespace", "No oo", Strategy{}, "- held now budget"},
 		{"never injected: remediated or left", "im", Strategy{}, "- now"},
 	}

@@ -20,9 +20,9 @@ import (
 // Counts are the pod counts of a SidecarSet's status; see SidecarSetStatus for definitions.
 type Counts struct {
 	Matched, Excluded, Updated, Ready, UpdatedReady, Unavailable, NotInjected int32
-	// Restarting counts the Pods whose unavailability is the rollout's (PodState.Restarting):
+	// Restarting counts the Pods whose unavailability is the rollout's (rollout.PodState.Restarting):
 	// a rolling update is not complete while there are any. Stopping counts those of them
-	// whose kubelet still runs an old sidecar container (PodState.Stopping). ReadyRestarting
+	// whose kubelet still runs an old sidecar container (rollout.PodState.Stopping). ReadyRestarting
 	// counts the Pods in Ready whose kubelet does not yet run the images their spec names:
 	// PodsReady does not count them. None of the three is a status field.
 	Restarting, Stopping, ReadyRestarting int32
@@ -37,7 +37,7 @@ type Scope = inject.Scope
 func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) Counts {
 	var c Counts
 	for _, pod := range pods {
-		s, selected := Classify(set, pod, namespaceLabels, scope)
+		s, selected := rollout.Classify(set, pod, namespaceLabels, scope)
 		if selected {
 			c.Add(s)
 		}
@@ -45,62 +45,13 @@ func Count(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(str
 	return c
 }
 
-// PodState is how one Pod the SidecarSet selects stands; see SidecarSetStatus for the terms.
-type PodState struct {
-	Pod                                *corev1.Pod
-	Excluded, Injected, Updated, Ready bool
-	// Terminating is true for a Pod being deleted. It is in no status count, but the rollout
-	// counts it unavailable until it is gone.
-	Terminating bool
-	// RunsDeclaredImages is false when the kubelet reports a sidecar of this set running
-	// another image than the set declares (true for a Pod the set has not injected).
-	RunsDeclaredImages bool
-	// Settled is true when the kubelet runs what the Pod's own spec asks of this set's
-	// sidecars: each reports the image the spec names, and the kubelet has observed the
-	// Pod's latest generation (where it reports one). False while an in-place update is in
-	// flight, whatever the set's spec says now: a Pod patched for an older revision is not
-	// available until its kubelet catches up.
-	Settled bool
-	// SidecarsReady is true when the kubelet reports each of this set's sidecars ready.
-	SidecarsReady bool
-	// Stopping is true while the kubelet still runs the old container of a sidecar of this
-	// set whose image the Pod's spec changed: it waits for it to exit, for the Pod's
-	// terminationGracePeriodSeconds at most, before it starts the new image (RestartOf).
-	Stopping bool
-	// Starting is true while the kubelet is still creating the Pod's containers.
-	Starting bool
-	// OwnCopies names (comma-separated) the set's sidecars that the Pod declared itself, under
-	// the set's current hash (inject.UnlistedSidecars): the Pod is not counted updated, and the
-	// rollout has nothing to give it.
-	OwnCopies string
-	// ResizeRefused is why the kubelet will not apply the Pod's last resize (its
-	// PodResizePending condition with reason Infeasible, or PodResizeInProgress with reason
-	// Error); empty otherwise.
-	ResizeRefused string
-}
-
-// Available reports whether the Pod counts as available: Ready, not being deleted, and
-// running the images its spec names.
-func (s PodState) Available() bool { return s.Ready && s.Settled && !s.Terminating }
-
-// Restarting reports whether the Pod's unavailability counts as the rollout's: the kubelet
-// does not yet run the images the set's sidecars name, or the Pod carries the revision being
-// rolled out and is not available, whatever made it so (its sidecars still starting, or the
-// new sidecars ready and the app not, as when a new proxy breaks the app's readiness, or the
-// replacement of an evicted Pod still warming up). Such a Pod counts against the set-wide
-// budget, so a revision that breaks its Pods stops the rollout. Judged from the Pod alone, it
-// holds across operator restarts. Any other unavailability is the Pod's own.
-func (s PodState) Restarting() bool {
-	return s.Injected && !s.Terminating && (!s.Settled || s.Updated && !s.Available())
-}
-
 // Add counts one selected Pod (see Classify).
-func (c *Counts) Add(s PodState) { c.add(s, 1) }
+func (c *Counts) Add(s rollout.PodState) { c.add(s, 1) }
 
 // Remove takes back what Add counted for the same state.
-func (c *Counts) Remove(s PodState) { c.add(s, -1) }
+func (c *Counts) Remove(s rollout.PodState) { c.add(s, -1) }
 
-func (c *Counts) add(s PodState, d int32) {
+func (c *Counts) add(s rollout.PodState, d int32) {
 	if s.Terminating {
 		return
 	}
@@ -135,156 +86,12 @@ func (c *Counts) add(s PodState, d int32) {
 	}
 }
 
-// Classify says how the Pod stands against the set; selected is false when the set does not
-// select it at all (finished, not opted in, or not matching the selectors). A Pod being
-// deleted is selected as Terminating: no status count includes it, but the rollout's budget
-// does.
-func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(string) map[string]string, scope Scope) (s PodState, selected bool) {
-	if finished(pod) || !set.SelectsPod(pod.Labels) {
-		return s, false
-	}
-	nsLabels := namespaceLabels(pod.Namespace)
-	// A Pod that does not opt in is no set's; one the gate keeps out for any other reason is
-	// selected, and excluded.
-	open, reason, _ := inject.Gate(&pod.ObjectMeta, nsLabels, scope)
-	if reason == inject.GateNotOptedIn || set.HasNamespaceSelector() && !set.SelectsNamespace(nsLabels) {
-		return s, false
-	}
-	s.Pod = pod
-	s.Terminating = pod.DeletionTimestamp != nil
-	if !open {
-		s.Excluded = true
-		return s, true
-	}
-	hash, injected := inject.InjectedHash(pod.Annotations, set.Name())
-	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
-	if s.Updated {
-		if own := inject.UnlistedSidecars(pod.Annotations, set); len(own) > 0 {
-			s.Updated, s.OwnCopies = false, strings.Join(own, ", ")
-		}
-	}
-	s.RunsDeclaredImages = !injected || runsDeclaredImages(set, pod)
-	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)
-	// A resize the kubelet is carrying out may restart containers (their resizePolicy): the
-	// Pod is not settled until it is done. A deferred one waits for room on the node, for as
-	// long as that takes, while the Pod runs as before: it is settled.
-	resizing, refused := resizeState(pod)
-	s.Settled, s.ResizeRefused = s.Settled && !resizing, refused
-	s.Stopping = !s.Settled && oldContainerRunning(set, pod)
-	s.Starting = !s.Terminating && starting(pod)
-	return s, true
-}
-
-// resizeState reads the kubelet's word on the Pod's last in-place resize: whether it is being
-// carried out, or why it will not be (Kubernetes 1.33+ kubelets report these conditions).
-func resizeState(pod *corev1.Pod) (inProgress bool, refused string) {
-	for _, c := range pod.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch {
-		case c.Type == corev1.PodResizePending && c.Reason == corev1.PodReasonInfeasible,
-			c.Type == corev1.PodResizeInProgress && c.Reason == corev1.PodReasonError:
-			return false, fmt.Sprintf("the kubelet refused the in-place resize (%s, %s: %s)", c.Type, c.Reason, c.Message)
-		case c.Type == corev1.PodResizeInProgress:
-			inProgress = true
-		}
-	}
-	return inProgress, ""
-}
-
-// sidecarsSettled reports whether the kubelet runs the images the Pod's spec names for the
-// set's sidecars and has observed the Pod's generation (kubelets from Kubernetes 1.35 report
-// status.observedGeneration; older ones report none, and the images alone decide), and
-// whether it reports each of them ready. A sidecar without a status (not yet started) or
-// without a spec (a trimmed Pod) does not unsettle the Pod: its Ready condition decides.
-func sidecarsSettled(set *inject.CompiledSet, pod *corev1.Pod) (settled, ready bool) {
-	settled = pod.Status.ObservedGeneration == 0 || pod.Status.ObservedGeneration >= pod.Generation
-	ready = true
-	for _, l := range []struct {
-		declared []appsv1alpha1.SidecarContainer
-		specs    []corev1.Container
-		statuses []corev1.ContainerStatus
-	}{{set.Set.Spec.Containers, pod.Spec.Containers, pod.Status.ContainerStatuses},
-		{set.Set.Spec.InitContainers, pod.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
-		for i := range l.statuses {
-			st := &l.statuses[i]
-			if !slices.ContainsFunc(l.declared, func(d appsv1alpha1.SidecarContainer) bool { return d.Name == st.Name }) {
-				continue
-			}
-			ready = ready && st.Ready
-			for j := range l.specs {
-				if l.specs[j].Name == st.Name && !inject.SameImage(l.specs[j].Image, st.Image, st.ImageID) {
-					settled = false
-				}
-			}
-		}
-	}
-	return settled, ready
-}
-
-// starting reports whether the kubelet is still creating the Pod's containers: it is
-// scheduled and reports no container yet, or a container waits to be created.
-func starting(pod *corev1.Pod) bool {
-	if len(pod.Status.ContainerStatuses) == 0 && len(pod.Status.InitContainerStatuses) == 0 {
-		return podCondition(pod, corev1.PodScheduled) == corev1.ConditionTrue
-	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for i := range list {
-			if w := list[i].State.Waiting; w != nil && (w.Reason == "ContainerCreating" || w.Reason == "PodInitializing") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// runsDeclaredImages reports whether no container status of the set's sidecars shows another
-// image than the set declares. A Pod without container statuses (not yet started) passes: its
-// Ready condition decides.
-func runsDeclaredImages(set *inject.CompiledSet, pod *corev1.Pod) bool {
-	for _, l := range []struct {
-		declared []appsv1alpha1.SidecarContainer
-		statuses []corev1.ContainerStatus
-	}{{set.Set.Spec.Containers, pod.Status.ContainerStatuses}, {set.Set.Spec.InitContainers, pod.Status.InitContainerStatuses}} {
-		for i := range l.statuses {
-			st := &l.statuses[i]
-			for j := range l.declared {
-				if l.declared[j].Name == st.Name && !inject.SameImage(l.declared[j].Image, st.Image, st.ImageID) {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// finished reports whether the Pod's containers have all ended for good.
-func finished(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// PodReady reports whether the Pod's Ready condition is True.
-func PodReady(pod *corev1.Pod) bool {
-	return podCondition(pod, corev1.PodReady) == corev1.ConditionTrue
-}
-
-// podCondition is the status of the Pod's condition of that type; empty when it has none.
-func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return ""
-}
-
 // Compute returns the status a SidecarSet should have: the counts, its hash, the generation
 // they describe, and the conditions (old conditions keep their transition time when their
 // status does not change; new transitions get now). conflicts are the set's clashes with
 // other SidecarSets (snapshot.Snapshot.Conflicts). Equal inputs give equal statuses, so a
 // reconcile that finds nothing new writes nothing.
-func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Conflict, ro *Rollout, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
+func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Conflict, ro *rollout.State, old []metav1.Condition, now metav1.Time) appsv1alpha1.SidecarSetStatus {
 	gen := set.Set.Generation
 	st := appsv1alpha1.SidecarSetStatus{
 		ObservedGeneration: gen,
@@ -426,41 +233,12 @@ func noMatchMessage(set *inject.CompiledSet, c Counts) string {
 	return msg
 }
 
-// Rollout is where a RollingUpdate stands: the planner's last step, and the outdated Pods that
-// cannot take the change in place.
-type Rollout struct {
-	Plan    rollout.Plan
-	Blocked []BlockedPod
-	// WaitingForBudget are the Pods to recreate whose PodDisruptionBudget allowed no eviction
-	// in this pass: they are tried again.
-	WaitingForBudget []BlockedPod
-	// Halted is why the rollout halted for this generation of the set (recreated Pods not
-	// available by the progress deadline); empty while it goes on.
-	Halted string
-	// Stopping are the restarting Pods whose kubelet still runs an old sidecar container, each
-	// with its grace period (StoppingWhy): the condition counts them by namespace and grace
-	// period, and never names them.
-	Stopping []BlockedPod
-}
-
-// HaltedReason is the RollingUpdate condition's reason while the rollout is halted.
-const HaltedReason = "Halted"
-
 // HaltSummary says why a rollout halts: the Pods not available by the deadline, counted by
 // namespace and by why (the Pods' names go to events on them).
-func HaltSummary(stalled []BlockedPod, deadlineSeconds int32) string {
+func HaltSummary(stalled []rollout.BlockedPod, deadlineSeconds int32) string {
 	return fmt.Sprintf("%d recreated pods were not available %ds after the eviction (%s; %s); the rollout starts no update or eviction "+
 		"until the spec changes (fix it, or set updateStrategy.paused and unset it)", len(stalled), deadlineSeconds,
-		countBy(stalled, func(b BlockedPod) string { return b.Namespace }), countBy(stalled, func(b BlockedPod) string { return b.Why }))
-}
-
-// BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
-// status, which anyone who may read SidecarSets sees, counts such Pods by namespace and never
-// names them: the why goes to an event on the Pod itself.
-type BlockedPod struct {
-	Namespace, Name, Why string
-	// NeverInjected is true for a Pod the set selects but never injected.
-	NeverInjected bool
+		countBy(stalled, func(b rollout.BlockedPod) string { return b.Namespace }), countBy(stalled, func(b rollout.BlockedPod) string { return b.Why }))
 }
 
 // maxNamed is how many namespaces a condition message names.
@@ -468,7 +246,7 @@ const maxNamed = 5
 
 // rollingCondition is the RollingUpdate condition of a set whose updateStrategy is
 // RollingUpdate; ro is where the rollout of this very spec stands, nil until it is planned.
-func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Condition {
+func rollingCondition(set *inject.CompiledSet, c Counts, ro *rollout.State) metav1.Condition {
 	cond := metav1.Condition{Type: appsv1alpha1.ConditionRollingUpdate}
 	progress := fmt.Sprintf("%d of %d matched pods carry hash %s", c.Updated, c.Matched, set.Hash)
 	if ro == nil {
@@ -491,7 +269,7 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 	}
 	switch {
 	case ro.Halted != "":
-		cond.Status, cond.Reason = metav1.ConditionFalse, HaltedReason
+		cond.Status, cond.Reason = metav1.ConditionFalse, rollout.HaltedReason
 		cond.Message = progress + "; " + ro.Halted
 	case set.Set.Spec.UpdateStrategy.Paused && p.Waiting > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, "Paused"
@@ -529,7 +307,7 @@ func rollingCondition(set *inject.CompiledSet, c Counts, ro *Rollout) metav1.Con
 // restarting counts the Pods whose sidecars restart for the rollout: those the counts show
 // (taken now) or the rollout's last pass saw (which also knows of patches the cache does not
 // show yet, and of evicted Pods not yet replaced).
-func restarting(c Counts, ro *Rollout) int {
+func restarting(c Counts, ro *rollout.State) int {
 	n := int(c.Restarting)
 	if ro != nil {
 		n = max(n, ro.Plan.Restarting)
@@ -538,7 +316,7 @@ func restarting(c Counts, ro *Rollout) int {
 }
 
 // restartingSummary says that the rollout waits for the kubelet in restarting Pods, and why.
-func restartingSummary(c Counts, ro *Rollout) string {
+func restartingSummary(c Counts, ro *rollout.State) string {
 	msg := fmt.Sprintf("nothing left to start; %d restarting: waiting for the kubelet to run the new sidecars and report the pods Ready", restarting(c, ro))
 	if stopping := stoppingSummary(c, ro); stopping != "" {
 		msg += "; " + stopping
@@ -548,8 +326,8 @@ func restartingSummary(c Counts, ro *Rollout) string {
 
 // stoppingSummary counts the restarting Pods whose kubelet still runs an old sidecar
 // container, by namespace and grace period; empty when there are none.
-func stoppingSummary(c Counts, ro *Rollout) string {
-	var stopping []BlockedPod
+func stoppingSummary(c Counts, ro *rollout.State) string {
+	var stopping []rollout.BlockedPod
 	if ro != nil {
 		stopping = ro.Stopping
 	}
@@ -559,24 +337,24 @@ func stoppingSummary(c Counts, ro *Rollout) string {
 	}
 	msg := fmt.Sprintf("%d pods wait for an old sidecar container to stop", n)
 	if len(stopping) > 0 {
-		msg += fmt.Sprintf(" (%s; %s)", countByNamespace(stopping), countBy(stopping, func(b BlockedPod) string { return b.Why }))
+		msg += fmt.Sprintf(" (%s; %s)", countByNamespace(stopping), countBy(stopping, func(b rollout.BlockedPod) string { return b.Why }))
 	}
 	return msg + ": the kubelet starts the new image once the old container exits, or kills it when the pod's terminationGracePeriodSeconds ends " +
 		"(a sidecar that does not exit on SIGTERM costs the whole grace period per pod); kubectl sidecarset explain pod says how long each has waited"
 }
 
 // budgetSummary counts the Pods that wait for their PodDisruptionBudget by namespace.
-func budgetSummary(waiting []BlockedPod) string {
+func budgetSummary(waiting []rollout.BlockedPod) string {
 	return fmt.Sprintf("%d pods to recreate wait for their PodDisruptionBudget to allow an eviction (%s)", len(waiting), countByNamespace(waiting))
 }
 
 // countByNamespace is "a: 2, b: 1" for the Pods' namespaces, naming at most maxNamed.
-func countByNamespace(pods []BlockedPod) string {
-	return countBy(pods, func(b BlockedPod) string { return b.Namespace })
+func countByNamespace(pods []rollout.BlockedPod) string {
+	return countBy(pods, func(b rollout.BlockedPod) string { return b.Namespace })
 }
 
 // countBy is "a: 2, b: 1" for the Pods' keys, sorted, naming at most maxNamed.
-func countBy(pods []BlockedPod, key func(BlockedPod) string) string {
+func countBy(pods []rollout.BlockedPod, key func(rollout.BlockedPod) string) string {
 	n := map[string]int{}
 	for _, b := range pods {
 		n[key(b)]++
@@ -589,7 +367,7 @@ func countBy(pods []BlockedPod, key func(BlockedPod) string) string {
 }
 
 // blockedSummary counts the Pods that cannot be updated in place by namespace.
-func blockedSummary(blocked []BlockedPod) string {
+func blockedSummary(blocked []rollout.BlockedPod) string {
 	never := 0
 	for _, b := range blocked {
 		if b.NeverInjected {
@@ -628,7 +406,7 @@ func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, roll
 	}
 	if rolling != nil {
 		switch rolling.Reason {
-		case "Progressing", "Paused", "PodsNotUpdatable", HaltedReason:
+		case "Progressing", "Paused", "PodsNotUpdatable", rollout.HaltedReason:
 			reason := rolling.Reason
 			if reason != "PodsNotUpdatable" {
 				reason = "RollingUpdate" + reason
@@ -661,4 +439,36 @@ func WithPolicy(conditions *[]metav1.Condition, previous []metav1.Condition, pol
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: "Policy" + policy.Reason, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: since,
 		Message: "New matching pods may be created without the sidecars: " + policy.Message})
+}
+
+// InProgress reports whether the rollout is in progress, for the operator's upgrade gate: it
+// has Pods to update or evict, now or once the budget allows (not counting Pods that only their
+// own namespace's unavailable Pods hold back: they may wait forever), or Pods restarting (the
+// kubelet does not yet run the new sidecars, Ready). c are the counts taken with the plan. Any
+// Pod restarting keeps the RollingUpdate condition from Complete as well.
+func InProgress(ro *rollout.State, c Counts) bool {
+	p := ro.Plan
+	return len(p.Update) > 0 || restarting(c, ro) > 0 || p.Waiting > p.HeldBackPods || len(ro.WaitingForBudget) > 0
+}
+
+// Progress says where the rollout stands in a few words: "3 of 4 matched pods updated, 1
+// restarting (1 of them waiting for an old sidecar container to stop)".
+func Progress(ro *rollout.State, c Counts) string {
+	msg := fmt.Sprintf("%d of %d matched pods updated", c.Updated, c.Matched)
+	if n := restarting(c, ro); n > 0 {
+		msg += fmt.Sprintf(", %d restarting", n)
+	}
+	if n := max(int(c.Stopping), len(ro.Stopping)); n > 0 {
+		msg += fmt.Sprintf(" (%d of them waiting for an old sidecar container to stop)", n)
+	}
+	return msg
+}
+
+// Tally counts the selected Pods a rollout classified (rollout.Input.States).
+func Tally(states []rollout.PodState) Counts {
+	var c Counts
+	for _, s := range states {
+		c.Add(s)
+	}
+	return c
 }

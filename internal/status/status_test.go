@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sidecarset/sidecarset-operator/internal/rollout/podtest"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,81 +20,9 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/snapshot"
 )
 
-// compiledSet compiles a SidecarSet selecting app=demo (and namespaces with nsLabels when
-// given) at generation 3.
-func compiledSet(t testing.TB, name string, nsLabels map[string]string, mutate ...func(*appsv1alpha1.SidecarSet)) *inject.CompiledSet {
-	t.Helper()
-	set := &appsv1alpha1.SidecarSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 3, ResourceVersion: "7"},
-		Spec: appsv1alpha1.SidecarSetSpec{
-			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "demo"}},
-			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: name, Image: "registry.example/" + name + ":1"}}},
-		},
-	}
-	if nsLabels != nil {
-		set.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: nsLabels}
-	}
-	for _, m := range mutate {
-		m(set)
-	}
-	c, err := inject.Compile(set)
-	if err != nil {
-		t.Fatalf("compiling %s: %v", name, err)
-	}
-	return c
-}
-
-// podOpt shapes a test Pod.
-type podOpt func(*corev1.Pod)
-
-// testPod is a running, opted-in app=demo Pod in namespace "shop", neither injected nor Ready.
-func testPod(opts ...podOpt) *corev1.Pod {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop",
-			Labels: map[string]string{"app": "demo", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	for _, o := range opts {
-		o(pod)
-	}
-	return pod
-}
-
-// injectedWith records that each set injected the Pod with the given hash.
-func injectedWith(hashes map[string]string) podOpt {
-	return func(p *corev1.Pod) {
-		recs := inject.Records{}
-		for set, hash := range hashes {
-			recs[set] = inject.Record{Hash: hash, Containers: []string{set}}
-		}
-		setAnnotation(p, appsv1alpha1.StatusAnnotation, recs.Encode())
-	}
-}
-
-func setAnnotation(p *corev1.Pod, k, v string) {
-	if p.Annotations == nil {
-		p.Annotations = map[string]string{}
-	}
-	p.Annotations[k] = v
-}
-
-func ready(status corev1.ConditionStatus) podOpt {
-	return func(p *corev1.Pod) {
-		p.Status.Conditions = append(p.Status.Conditions,
-			corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
-			corev1.PodCondition{Type: corev1.PodReady, Status: status})
-	}
-}
-
-func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
-
-func label(k, v string) podOpt { return func(p *corev1.Pod) { p.Labels[k] = v } }
-
-func inNamespace(ns string) podOpt { return func(p *corev1.Pod) { p.Namespace = ns } }
-
 func TestCount(t *testing.T) {
-	plain := compiledSet(t, "log-agent", nil)
-	scoped := compiledSet(t, "log-agent", map[string]string{"team": "shop"})
+	plain := podtest.Set(t, "log-agent", nil)
+	scoped := podtest.Set(t, "log-agent", map[string]string{"team": "shop"})
 	if plain.Hash != scoped.Hash {
 		t.Fatalf("the namespace selector changed the hash: %s != %s", plain.Hash, scoped.Hash)
 	}
@@ -108,153 +38,124 @@ func TestCount(t *testing.T) {
 	}{
 		{name: "no pods", set: plain, want: Counts{}},
 		{name: "injected with the current hash and Ready", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "injected with the current hash, not Ready", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionFalse))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionFalse))},
 			want: Counts{Matched: 1, Updated: 1, Unavailable: 1, Restarting: 1}},
 		{name: "injected with the current hash, pending without conditions", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), phase(corev1.PodPending))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Phase(corev1.PodPending))},
 			want: Counts{Matched: 1, Updated: 1, Unavailable: 1, Restarting: 1}},
 		{name: "injected with an old hash and Ready", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "0123456789abcdef"}), ready(corev1.ConditionTrue))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(map[string]string{"log-agent": "0123456789abcdef"}), podtest.Ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, Ready: 1}},
 		{name: "Ready but not injected", set: plain,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "Ready and injected by another SidecarSet only", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"mesh-proxy": plain.Hash}), ready(corev1.ConditionTrue))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(map[string]string{"mesh-proxy": plain.Hash}), podtest.Ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "malformed status annotation", set: plain,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), func(p *corev1.Pod) {
-				setAnnotation(p, appsv1alpha1.StatusAnnotation, `{"log-agent":`)
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) {
+				podtest.SetAnnotation(p, appsv1alpha1.StatusAnnotation, `{"log-agent":`)
 			})},
 			want: Counts{Matched: 1, NotInjected: 1}},
 		{name: "terminating", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) {
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) {
 				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000000, 0)}
 			})},
 			want: Counts{}},
 		{name: "succeeded", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), phase(corev1.PodSucceeded))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Phase(corev1.PodSucceeded))},
 			want: Counts{}},
 		{name: "failed", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), phase(corev1.PodFailed))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Phase(corev1.PodFailed))},
 			want: Counts{}},
 		{name: "not opted in", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) {
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) {
 				delete(p.Labels, appsv1alpha1.InjectLabel)
 			})},
 			want: Counts{}},
 		{name: "opt-in label with another value", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), label(appsv1alpha1.InjectLabel, "True"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Label(appsv1alpha1.InjectLabel, "True"))},
 			want: Counts{}},
 		{name: "selector mismatch", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), label("app", "other"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Label("app", "other"))},
 			want: Counts{}},
 		{name: "namespace selector matches", set: scoped,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "namespace selector mismatch", set: scoped,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("other"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("other"))},
 			want: Counts{}},
 		{name: "namespace unknown to the cache", set: scoped,
-			pods: []*corev1.Pod{testPod(injectedWith(current), inNamespace("gone"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.InNamespace("gone"))},
 			want: Counts{}},
 		{name: "kube-system is excluded", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("kube-system"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("kube-system"))},
 			want: Counts{Excluded: 1}},
 		{name: "the operator's namespace is excluded", set: scoped,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("sidecarset-system"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("sidecarset-system"))},
 			want: Counts{}},
 		{name: "a namespace that opted out is excluded", set: scoped,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("opted-out"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("opted-out"))},
 			want: Counts{Excluded: 1}},
-		{name: "opted out, but the namespace selector does not match", set: compiledSet(t, "log-agent", map[string]string{"team": "db"}),
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("opted-out"))},
+		{name: "opted out, but the namespace selector does not match", set: podtest.Set(t, "log-agent", map[string]string{"team": "db"}),
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("opted-out"))},
 			want: Counts{}},
 		{name: "a mirror pod is excluded", set: plain,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), func(p *corev1.Pod) { setAnnotation(p, corev1.MirrorPodAnnotationKey, "3c9a1f2e") })},
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) { podtest.SetAnnotation(p, corev1.MirrorPodAnnotationKey, "3c9a1f2e") })},
 			want: Counts{Excluded: 1}},
 		{name: "a mirror pod is excluded even with a record of the set", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { setAnnotation(p, corev1.MirrorPodAnnotationKey, "3c9a1f2e") })},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) { podtest.SetAnnotation(p, corev1.MirrorPodAnnotationKey, "3c9a1f2e") })},
 			want: Counts{Excluded: 1}},
 		{name: "excluded but not selected", set: plain,
-			pods: []*corev1.Pod{testPod(ready(corev1.ConditionTrue), inNamespace("kube-system"), label("app", "other"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("kube-system"), podtest.Label("app", "other"))},
 			want: Counts{}},
 		{name: "mixed", set: scoped, pods: []*corev1.Pod{
-			testPod(injectedWith(current), ready(corev1.ConditionTrue)),                                      // all four
-			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("other")),                // namespace
-			testPod(injectedWith(current)),                                                                   // matched, updated
-			testPod(injectedWith(map[string]string{"log-agent": "old"}), ready(corev1.ConditionTrue)),        // matched, ready
-			testPod(ready(corev1.ConditionTrue)),                                                             // matched
-			testPod(injectedWith(current), ready(corev1.ConditionTrue), phase(corev1.PodSucceeded)),          // finished
-			testPod(injectedWith(current), ready(corev1.ConditionTrue), label(appsv1alpha1.InjectLabel, "")), // not opted in
-			testPod(injectedWith(current), ready(corev1.ConditionTrue), inNamespace("opted-out")),            // excluded
+			podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue)),                                              // all four
+			podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("other")),                // namespace
+			podtest.Pod(podtest.InjectedWith(current)),                                                                                   // matched, updated
+			podtest.Pod(podtest.InjectedWith(map[string]string{"log-agent": "old"}), podtest.Ready(corev1.ConditionTrue)),                // matched, ready
+			podtest.Pod(podtest.Ready(corev1.ConditionTrue)),                                                                             // matched
+			podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Phase(corev1.PodSucceeded)),          // finished
+			podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Label(appsv1alpha1.InjectLabel, "")), // not opted in
+			podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.InNamespace("opted-out")),            // excluded
 		}, want: Counts{Matched: 4, Excluded: 1, Updated: 2, Ready: 2, UpdatedReady: 1, Unavailable: 1, NotInjected: 1, Restarting: 1}},
 		{name: "updated in place, the kubelet still runs the old image", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), running("log-agent", "registry.example/old:1"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Spec("log-agent", plain.Set.Spec.Containers[0].Image), podtest.Running("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
 		{name: "updated in place, the old container still runs: stopping", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", plain.Set.Spec.Containers[0].Image), stopping("log-agent", "registry.example/old:1"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Spec("log-agent", plain.Set.Spec.Containers[0].Image), podtest.Stopping("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, Stopping: 1, ReadyRestarting: 1}},
 		{name: "patched for an older revision, the kubelet not there yet: unavailable", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "older"}), ready(corev1.ConditionTrue), spec("log-agent", "registry.example/older:2"), running("log-agent", "registry.example/old:1"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(map[string]string{"log-agent": "older"}), podtest.Ready(corev1.ConditionTrue), podtest.Spec("log-agent", "registry.example/older:2"), podtest.Running("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
 		{name: "the kubelet has not observed the pod's generation", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 2))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Running("log-agent", plain.Set.Spec.Containers[0].Image), podtest.Generations(3, 2))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, Unavailable: 1, Restarting: 1, ReadyRestarting: 1}},
 		{name: "the kubelet has observed the pod's generation", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image), generations(3, 3))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Running("log-agent", plain.Set.Spec.Containers[0].Image), podtest.Generations(3, 3))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "terminating pods count nowhere", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })},
 			want: Counts{}},
 		{name: "updated in place, the kubelet runs the new image", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(current), ready(corev1.ConditionTrue), running("log-agent", plain.Set.Spec.Containers[0].Image))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(current), podtest.Ready(corev1.ConditionTrue), podtest.Running("log-agent", plain.Set.Spec.Containers[0].Image))},
 			want: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}},
 		{name: "old hash, another image running: available", set: plain,
-			pods: []*corev1.Pod{testPod(injectedWith(map[string]string{"log-agent": "old"}), ready(corev1.ConditionTrue), running("log-agent", "registry.example/old:1"))},
+			pods: []*corev1.Pod{podtest.Pod(podtest.InjectedWith(map[string]string{"log-agent": "old"}), podtest.Ready(corev1.ConditionTrue), podtest.Running("log-agent", "registry.example/old:1"))},
 			want: Counts{Matched: 1, Ready: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			nsLabels := func(name string) map[string]string { return namespaces[name] }
-			if got := Count(tt.set, tt.pods, nsLabels, testScope); got != tt.want {
+			if got := Count(tt.set, tt.pods, nsLabels, podtest.Scope); got != tt.want {
 				t.Errorf("Count = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
 }
-
-func TestFinishedAndPodReady(t *testing.T) {
-	tests := []struct {
-		name        string
-		pod         *corev1.Pod
-		live, ready bool // live: not finished
-	}{
-		{name: "running and Ready", pod: testPod(ready(corev1.ConditionTrue)), live: true, ready: true},
-		{name: "Ready unknown", pod: testPod(ready(corev1.ConditionUnknown)), live: true},
-		{name: "no phase yet", pod: testPod(phase("")), live: true},
-		{name: "unknown phase", pod: testPod(phase(corev1.PodUnknown)), live: true},
-		{name: "succeeded", pod: testPod(phase(corev1.PodSucceeded))},
-		{name: "failed but still Ready", pod: testPod(phase(corev1.PodFailed), ready(corev1.ConditionTrue)), ready: true},
-		{name: "terminating", pod: testPod(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), live: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := !finished(tt.pod); got != tt.live {
-				t.Errorf("!finished = %v, want %v", got, tt.live)
-			}
-			if got := PodReady(tt.pod); got != tt.ready {
-				t.Errorf("PodReady = %v, want %v", got, tt.ready)
-			}
-		})
-	}
-}
-
-// testScope excludes what a deployment in sidecarset-system does.
-var testScope = Scope{OperatorNamespace: "sidecarset-system"}
 
 // cond is a condition as Compute writes it, at generation 3.
 func cond(typ string, status metav1.ConditionStatus, reason string, at metav1.Time) metav1.Condition {
@@ -273,7 +174,7 @@ func TestComputeConditions(t *testing.T) {
 		messages  map[string][]string
 		conflicts []snapshot.Conflict
 	}{{
-		name: "all updated and Ready", set: compiledSet(t, "log-agent", nil),
+		name: "all updated and Ready", set: podtest.Set(t, "log-agent", nil),
 		counts: Counts{Matched: 4, Updated: 4, Ready: 4, UpdatedReady: 4},
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
@@ -283,7 +184,7 @@ func TestComputeConditions(t *testing.T) {
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPodsUpdated: {"All 4 matched pods"}},
 	}, {
-		name: "paused", set: compiledSet(t, "log-agent", nil, paused),
+		name: "paused", set: podtest.Set(t, "log-agent", nil, paused),
 		counts: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1},
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionTrue, "PausedBySpec", now),
@@ -293,7 +194,7 @@ func TestComputeConditions(t *testing.T) {
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPaused: {"spec.injectionStrategy.paused"}},
 	}, {
-		name: "outdated and not Ready", set: compiledSet(t, "log-agent", nil),
+		name: "outdated and not Ready", set: podtest.Set(t, "log-agent", nil),
 		counts: Counts{Matched: 5, Updated: 3, Ready: 1, UpdatedReady: 1},
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
@@ -306,7 +207,7 @@ func TestComputeConditions(t *testing.T) {
 			appsv1alpha1.ConditionPodsReady:   {"4 of 5 matched pods"},
 		},
 	}, {
-		name: "no matched pods", set: compiledSet(t, "log-agent", nil),
+		name: "no matched pods", set: podtest.Set(t, "log-agent", nil),
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
@@ -318,7 +219,7 @@ func TestComputeConditions(t *testing.T) {
 			appsv1alpha1.ConditionPodsReady:   {"sidecarset.io/inject=true", "spec.selector (app=demo)"},
 		},
 	}, {
-		name: "no matched pods with a namespace selector", set: compiledSet(t, "log-agent", map[string]string{"team": "shop"}),
+		name: "no matched pods with a namespace selector", set: podtest.Set(t, "log-agent", map[string]string{"team": "shop"}),
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
@@ -329,7 +230,7 @@ func TestComputeConditions(t *testing.T) {
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)", "spec.namespaceSelector (team=shop)"},
 		},
 	}, {
-		name: "no matched pods, some excluded", set: compiledSet(t, "log-agent", nil),
+		name: "no matched pods, some excluded", set: podtest.Set(t, "log-agent", nil),
 		counts: Counts{Excluded: 2},
 		want: []metav1.Condition{
 			cond(appsv1alpha1.ConditionPaused, metav1.ConditionFalse, "Injecting", now),
@@ -341,7 +242,7 @@ func TestComputeConditions(t *testing.T) {
 			appsv1alpha1.ConditionPodsUpdated: {"2 selected pods are in such excluded namespaces (status.excludedPods)", "sidecarset.io/injection=disabled"},
 		},
 	}, {
-		name: "stopped by a conflict with an older set", set: compiledSet(t, "log-agent", nil),
+		name: "stopped by a conflict with an older set", set: podtest.Set(t, "log-agent", nil),
 		counts:    Counts{Matched: 1},
 		conflicts: []snapshot.Conflict{{With: "mesh", Stopped: true, Fields: []string{`spec.containers[0].name: Invalid value: "proxy": clash`}}},
 		want: []metav1.Condition{
@@ -355,7 +256,7 @@ func TestComputeConditions(t *testing.T) {
 			appsv1alpha1.ConditionConflict: {`injects nothing while it conflicts with the older SidecarSet "mesh"`, `spec.containers[0].name: Invalid value: "proxy": clash`},
 		},
 	}, {
-		name: "the older set of two conflicts", set: compiledSet(t, "log-agent", nil),
+		name: "the older set of two conflicts", set: podtest.Set(t, "log-agent", nil),
 		counts: Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1},
 		conflicts: []snapshot.Conflict{
 			{With: "a-new", Fields: []string{"spec.volumes[0].name: x"}},
@@ -399,7 +300,7 @@ func TestComputeConditions(t *testing.T) {
 func TestComputeTransitions(t *testing.T) {
 	then := metav1.NewTime(time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC))
 	now := metav1.NewTime(then.Add(time.Hour))
-	set := compiledSet(t, "log-agent", nil)
+	set := podtest.Set(t, "log-agent", nil)
 	old := []metav1.Condition{
 		{Type: appsv1alpha1.ConditionPaused, Status: metav1.ConditionFalse, Reason: "Injecting", Message: "m", ObservedGeneration: 1, LastTransitionTime: then},
 		{Type: appsv1alpha1.ConditionPodsUpdated, Status: metav1.ConditionTrue, Reason: "NoMatchedPods", Message: "m", ObservedGeneration: 1, LastTransitionTime: then},
@@ -471,16 +372,16 @@ func BenchmarkCount(b *testing.B) {
 		name     string
 		nsLabels map[string]string
 	}{{name: "selector"}, {name: "selector+namespaceSelector", nsLabels: map[string]string{"team": "shop"}}} {
-		set := compiledSet(b, "log-agent", bc.nsLabels)
+		set := podtest.Set(b, "log-agent", bc.nsLabels)
 		pods, namespaces := benchPods(set.Hash)
 		nsLabels := func(name string) map[string]string { return namespaces[name] }
 		b.Run(bc.name, func(b *testing.B) {
-			if c := Count(set, pods, nsLabels, testScope); c.Matched == 0 || c.Updated == 0 || c.Ready == 0 {
+			if c := Count(set, pods, nsLabels, podtest.Scope); c.Matched == 0 || c.Updated == 0 || c.Ready == 0 {
 				b.Fatalf("benchmark pods count as %+v", c)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				Count(set, pods, nsLabels, testScope)
+				Count(set, pods, nsLabels, podtest.Scope)
 			}
 		})
 	}
@@ -502,18 +403,18 @@ func benchPods(hash string) ([]*corev1.Pod, map[string]map[string]string) {
 		if i%2 == 1 {
 			app = fmt.Sprintf("svc-%d", i%50)
 		}
-		opts := []podOpt{inNamespace(fmt.Sprintf("ns-%03d", i%nNamespaces)), label("app", app),
-			label("app.kubernetes.io/part-of", "shop"), label("pod-template-hash", "6f9c8d7b5")}
+		opts := []podtest.Opt{podtest.InNamespace(fmt.Sprintf("ns-%03d", i%nNamespaces)), podtest.Label("app", app),
+			podtest.Label("app.kubernetes.io/part-of", "shop"), podtest.Label("pod-template-hash", "6f9c8d7b5")}
 		switch i % 3 {
 		case 0:
-			opts = append(opts, injectedWith(map[string]string{"log-agent": hash, "mesh-proxy": "1111111111111111"}))
+			opts = append(opts, podtest.InjectedWith(map[string]string{"log-agent": hash, "mesh-proxy": "1111111111111111"}))
 		case 1:
-			opts = append(opts, injectedWith(map[string]string{"log-agent": "0000000000000000"}))
+			opts = append(opts, podtest.InjectedWith(map[string]string{"log-agent": "0000000000000000"}))
 		}
 		if i%10 != 0 {
-			opts = append(opts, ready(corev1.ConditionTrue))
+			opts = append(opts, podtest.Ready(corev1.ConditionTrue))
 		}
-		pods[i] = testPod(opts...)
+		pods[i] = podtest.Pod(opts...)
 	}
 	return pods, namespaces
 }
@@ -522,7 +423,7 @@ func benchPods(hash string) ([]*corev1.Pod, map[string]map[string]string) {
 // with the reason; once it is valid again, Compute drops that condition.
 func TestInvalid(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	c := compiledSet(t, "agent", nil)
+	c := podtest.Set(t, "agent", nil)
 	set := c.Set.DeepCopy()
 	set.Generation = 4
 	set.Status.MatchedPods = 3
@@ -552,7 +453,7 @@ func TestInvalid(t *testing.T) {
 // every error, sorted, and is the same on every call.
 func TestInvalidMessageIsStable(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	set := compiledSet(t, "agent", nil).Set.DeepCopy()
+	set := podtest.Set(t, "agent", nil).Set.DeepCopy()
 	set.Spec.Selector.MatchLabels = map[string]string{"a/b/c": "x", "-bad": "y", "ok": "not valid!", "z z": "w"}
 	_, err := inject.Compile(set)
 	if err == nil {
@@ -577,7 +478,7 @@ func TestInvalidMessageIsStable(t *testing.T) {
 // the status is otherwise what it was before the conflict.
 func TestConflictConditionGoesAway(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	set := compiledSet(t, "agent", nil)
+	set := podtest.Set(t, "agent", nil)
 	counts := Counts{Matched: 1, Updated: 1, Ready: 1, UpdatedReady: 1}
 	before := Compute(set, counts, nil, nil, nil, now)
 	during := Compute(set, counts, []snapshot.Conflict{{With: "x", Fields: []string{"f"}}}, nil, before.Conditions, now)
@@ -590,22 +491,6 @@ func TestConflictConditionGoesAway(t *testing.T) {
 	}
 }
 
-// running reports the container as running image, as the kubelet does.
-func running(name, image string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: image, Ready: true})
-	}
-}
-
-// stopping reports the container's old instance as still running image, Ready, as the
-// kubelet does while it waits for it to exit after SIGTERM.
-func stopping(name, image string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Image: image, Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
-	}
-}
-
 // TestRollingUpdateCondition: the condition is there only for RollingUpdate sets, says where
 // the rollout stands, and keeps its transition time while its status stays.
 func TestRollingUpdateCondition(t *testing.T) {
@@ -615,35 +500,35 @@ func TestRollingUpdateCondition(t *testing.T) {
 		}
 	}
 	counts := Counts{Matched: 4, Updated: 2, Ready: 4, UpdatedReady: 1, Unavailable: 1}
-	var blocked []BlockedPod
+	var blocked []rollout.BlockedPod
 	for i, ns := range []string{"shop", "shop", "a", "b", "c", "d", "e"} {
-		blocked = append(blocked, BlockedPod{Namespace: ns, Name: fmt.Sprintf("secret-pod-name-%d", i), Why: "spec.containers[log-agent].env: changed", NeverInjected: i == 0})
+		blocked = append(blocked, rollout.BlockedPod{Namespace: ns, Name: fmt.Sprintf("secret-pod-name-%d", i), Why: "spec.containers[log-agent].env: changed", NeverInjected: i == 0})
 	}
 	tests := []struct {
 		name                 string
 		set                  *inject.CompiledSet
-		ro                   *Rollout
+		ro                   *rollout.State
 		wantStatus           metav1.ConditionStatus // "" when the condition must be absent
 		wantReason, wantText string
 		wantReady            string // the Ready condition's reason
 	}{
-		{"NotUpdate has no condition", compiledSet(t, "log-agent", nil), &Rollout{}, "", "", "", "Injecting"},
-		{"progressing", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Update: []int{1}, Waiting: 1, MaxUnavailable: 1}},
+		{"NotUpdate has no condition", podtest.Set(t, "log-agent", nil), &rollout.State{}, "", "", "", "Injecting"},
+		{"progressing", podtest.Set(t, "log-agent", nil, rolling(false)), &rollout.State{Plan: rollout.Plan{Update: []int{1}, Waiting: 1, MaxUnavailable: 1}},
 			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash", "RollingUpdateProgressing"},
-		{"waiting for the budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Plan: rollout.Plan{Waiting: 2, MaxUnavailable: 1, Keep: 1}},
+		{"waiting for the budget", podtest.Set(t, "log-agent", nil, rolling(false)), &rollout.State{Plan: rollout.Plan{Waiting: 2, MaxUnavailable: 1, Keep: 1}},
 			metav1.ConditionTrue, "Progressing", "(partition keeps 1); 0 restarting of at most 1 unavailable", "RollingUpdateProgressing"},
-		{"paused", compiledSet(t, "log-agent", nil, rolling(true)), &Rollout{Plan: rollout.Plan{Waiting: 2}},
+		{"paused", podtest.Set(t, "log-agent", nil, rolling(true)), &rollout.State{Plan: rollout.Plan{Waiting: 2}},
 			metav1.ConditionTrue, "Paused", "2 pods wait", "RollingUpdatePaused"},
-		{"blocked pods", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{Blocked: blocked},
+		{"blocked pods", podtest.Set(t, "log-agent", nil, rolling(false)), &rollout.State{Blocked: blocked},
 			metav1.ConditionFalse, "PodsNotUpdatable", "7 pods cannot be updated in place and keep their sidecars until recreated (a: 1, b: 1, c: 1, d: 1, e: 1 and 1 more; 1 of them were never injected by this SidecarSet); a PodNotUpdatable event", "PodsNotUpdatable"},
-		{"pods waiting for their disruption budget", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{WaitingForBudget: blocked[:3]},
+		{"pods waiting for their disruption budget", podtest.Set(t, "log-agent", nil, rolling(false)), &rollout.State{WaitingForBudget: blocked[:3]},
 			metav1.ConditionTrue, "Progressing", "3 pods to recreate wait for their PodDisruptionBudget to allow an eviction (a: 1, shop: 2)", "RollingUpdateProgressing"},
-		{"halted", compiledSet(t, "log-agent", nil, rolling(false)),
-			&Rollout{Halted: HaltSummary([]BlockedPod{{Namespace: "shop", Name: "secret-pod-name-x", Why: "app: ImagePullBackOff"}}, 600)},
-			metav1.ConditionFalse, HaltedReason, "; 1 recreated pods were not available 600s after the eviction (shop: 1; app: ImagePullBackOff: 1); the rollout starts no update or eviction until the spec changes", "RollingUpdateHalted"},
-		{"complete", compiledSet(t, "log-agent", nil, rolling(false)), &Rollout{},
+		{"halted", podtest.Set(t, "log-agent", nil, rolling(false)),
+			&rollout.State{Halted: HaltSummary([]rollout.BlockedPod{{Namespace: "shop", Name: "secret-pod-name-x", Why: "app: ImagePullBackOff"}}, 600)},
+			metav1.ConditionFalse, rollout.HaltedReason, "; 1 recreated pods were not available 600s after the eviction (shop: 1; app: ImagePullBackOff: 1); the rollout starts no update or eviction until the spec changes", "RollingUpdateHalted"},
+		{"complete", podtest.Set(t, "log-agent", nil, rolling(false)), &rollout.State{},
 			metav1.ConditionFalse, "Complete", "nothing left to update", "Injecting"},
-		{"not planned yet", compiledSet(t, "log-agent", nil, rolling(false)), nil,
+		{"not planned yet", podtest.Set(t, "log-agent", nil, rolling(false)), nil,
 			metav1.ConditionTrue, "Progressing", "2 of 4 matched pods carry hash e3cb593402a9634b; the rollout has not planned this spec yet", "RollingUpdateProgressing"},
 	}
 	now := metav1.NewTime(time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC))
@@ -676,92 +561,6 @@ func TestRollingUpdateCondition(t *testing.T) {
 			again := Compute(tt.set, counts, nil, tt.ro, st.Conditions, metav1.NewTime(now.Add(time.Minute)))
 			if !equality.Semantic.DeepEqual(st, again) {
 				t.Errorf("status changed with nothing new:\n%+v\n%+v", st, again)
-			}
-		})
-	}
-}
-
-// spec gives the Pod a container of that image in its spec.
-func spec(name, image string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: name, Image: image})
-	}
-}
-
-// generations sets the Pod's generation and the one its kubelet reports observing.
-func generations(generation, observed int64) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Generation, p.Status.ObservedGeneration = generation, observed
-	}
-}
-
-// resize gives the Pod a resize condition of the type, with the reason.
-func resize(typ corev1.PodConditionType, reason string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionTrue,
-			Reason: reason, Message: "Node didn't have enough capacity"})
-	}
-}
-
-// TestClassifyForTheRollout: what the rollout reads of a pod beyond the counts.
-func TestClassifyForTheRollout(t *testing.T) {
-	set := compiledSet(t, "log-agent", nil)
-	image := set.Set.Spec.Containers[0].Image
-	current := map[string]string{"log-agent": set.Hash}
-	waiting := func(reason string) func(*corev1.Pod) {
-		return func(p *corev1.Pod) {
-			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "app",
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}})
-		}
-	}
-	scheduled := func(p *corev1.Pod) {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
-	}
-	notReadySidecar := func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "log-agent", Image: image})
-	}
-	tests := []struct {
-		name                                     string
-		pod                                      *corev1.Pod
-		terminating, starting, restarting, avail bool
-		refused                                  string // part of ResizeRefused; "" when it must be empty
-	}{
-		{name: "settled and ready", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image)), avail: true},
-		{name: "terminating", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }), terminating: true},
-		{name: "scheduled, no container yet: the revision's", pod: testPod(injectedWith(current), scheduled), starting: true, restarting: true},
-		{name: "not scheduled: the revision's", pod: testPod(injectedWith(current)), restarting: true},
-		{name: "old, not scheduled: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}))},
-		{name: "a container being created", pod: testPod(injectedWith(current), scheduled, waiting("ContainerCreating")), starting: true, restarting: true},
-		{name: "init containers running", pod: testPod(injectedWith(current), scheduled, waiting("PodInitializing")), starting: true, restarting: true},
-		{name: "crash-looping: not starting, the revision's", pod: testPod(injectedWith(current), scheduled, waiting("CrashLoopBackOff")), restarting: true},
-		{name: "old, crash-looping: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}), scheduled, waiting("CrashLoopBackOff"))},
-		{name: "image not yet running: restarting", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", "old:1")), restarting: true},
-		{name: "updated, sidecar not ready: restarting", pod: testPod(injectedWith(current), spec("log-agent", image), notReadySidecar), restarting: true},
-		{name: "old, sidecar not ready: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}), spec("log-agent", image), notReadySidecar)},
-		{name: "updated, app not ready: the revision's (a new proxy may break the app)", pod: testPod(injectedWith(current), ready(corev1.ConditionFalse), spec("log-agent", image), running("log-agent", image)), restarting: true},
-		{name: "old, app not ready: its own", pod: testPod(injectedWith(map[string]string{"log-agent": "old"}), ready(corev1.ConditionFalse), spec("log-agent", image), running("log-agent", image))},
-		{name: "never injected, not ready: its own", pod: testPod(spec("log-agent", "x"), running("log-agent", "y"))},
-		{name: "resize in progress: restarting", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
-			resize(corev1.PodResizeInProgress, "")), restarting: true},
-		{name: "resize deferred: available", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
-			resize(corev1.PodResizePending, corev1.PodReasonDeferred)), avail: true},
-		{name: "resize infeasible: available, refused", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
-			resize(corev1.PodResizePending, corev1.PodReasonInfeasible)), avail: true, refused: "PodResizePending, Infeasible: Node didn't have enough capacity"},
-		{name: "resize failed: available, refused", pod: testPod(injectedWith(current), ready(corev1.ConditionTrue), spec("log-agent", image), running("log-agent", image),
-			resize(corev1.PodResizeInProgress, corev1.PodReasonError)), avail: true, refused: "PodResizeInProgress, Error: Node didn't have enough capacity"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, selected := Classify(set, tt.pod, func(string) map[string]string { return nil }, testScope)
-			if !selected {
-				t.Fatal("not selected")
-			}
-			if (tt.refused == "") != (s.ResizeRefused == "") || !strings.Contains(s.ResizeRefused, tt.refused) {
-				t.Errorf("ResizeRefused %q, want it to hold %q", s.ResizeRefused, tt.refused)
-			}
-			if s.Terminating != tt.terminating || s.Starting != tt.starting || s.Restarting() != tt.restarting || s.Available() != tt.avail {
-				t.Errorf("terminating %v starting %v restarting %v available %v; want %v %v %v %v",
-					s.Terminating, s.Starting, s.Restarting(), s.Available(), tt.terminating, tt.starting, tt.restarting, tt.avail)
 			}
 		})
 	}

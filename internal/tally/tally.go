@@ -10,6 +10,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
@@ -31,7 +32,7 @@ type Tally struct {
 // entry is one Pod and how it stands with each set that selects it.
 type entry struct {
 	pod *corev1.Pod
-	in  map[string]status.PodState // set name -> state (Pod field unset)
+	in  map[string]rollout.PodState // set name -> state (Pod field unset)
 }
 
 // setTally is one set's counts against the compiled spec they were taken with, and the Pods it
@@ -144,7 +145,7 @@ func (t *Tally) classifyNamespace(name string) []string {
 func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 	var out []string
 	for name, st := range t.sets {
-		s, selected := status.Classify(st.compiled, e.pod, t.namespaceLabels, t.scope)
+		s, selected := rollout.Classify(st.compiled, e.pod, t.namespaceLabels, t.scope)
 		s.Pod = nil
 		old, was := e.in[name]
 		changed := was != selected || old != s
@@ -157,7 +158,7 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 			if selected {
 				st.counts.Add(s)
 				if e.in == nil {
-					e.in = map[string]status.PodState{}
+					e.in = map[string]rollout.PodState{}
 				}
 				e.in[name] = s
 				st.selected[e] = struct{}{}
@@ -210,14 +211,14 @@ func (t *Tally) sync(c *inject.CompiledSet) *setTally {
 	t.sets[name] = st
 	for _, byName := range t.pods {
 		for _, e := range byName {
-			s, selected := status.Classify(c, e.pod, t.namespaceLabels, t.scope)
+			s, selected := rollout.Classify(c, e.pod, t.namespaceLabels, t.scope)
 			if !selected {
 				continue
 			}
 			s.Pod = nil
 			st.counts.Add(s)
 			if e.in == nil {
-				e.in = map[string]status.PodState{}
+				e.in = map[string]rollout.PodState{}
 			}
 			e.in[name] = s
 			st.selected[e] = struct{}{}

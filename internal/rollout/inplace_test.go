@@ -1,9 +1,11 @@
-package status
+package rollout
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sidecarset/sidecarset-operator/internal/rollout/podtest"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,7 +22,7 @@ import (
 func TestPlanInPlace(t *testing.T) {
 	v1 := agentSet(t, "1", "")
 	pod := injectedBy(t, v1)
-	on := func(node string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = node } }
+	on := func(node string) podtest.Opt { return func(p *corev1.Pod) { p.Spec.NodeName = node } }
 	kubelets := func(node string) (*version.Version, error) {
 		switch node {
 		case "old":
@@ -75,7 +77,7 @@ func TestPlanInPlace(t *testing.T) {
 // agentSet is a set with a native sidecar (proxy) and a sidecar (log-agent) at the image
 // version, with env DEBUG=debug when debug is set.
 func agentSet(t *testing.T, image, debug string) *inject.CompiledSet {
-	return compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+	return podtest.Set(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.Containers[0].Image = "registry.example/log-agent:" + image
 		if debug != "" {
 			s.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "DEBUG", Value: debug}}
@@ -98,7 +100,7 @@ func withResources(t *testing.T, c *inject.CompiledSet) *inject.CompiledSet {
 
 // injectedBy is an app Pod as the set injects it.
 func injectedBy(t *testing.T, c *inject.CompiledSet) *corev1.Pod {
-	pod := testPod(func(p *corev1.Pod) {
+	pod := podtest.Pod(func(p *corev1.Pod) {
 		p.Name, p.ResourceVersion = "a", "1"
 		// Burstable: new sidecar requests keep its QoS class, so in-place resize can apply them.
 		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:1",
@@ -111,7 +113,7 @@ func injectedBy(t *testing.T, c *inject.CompiledSet) *corev1.Pod {
 	return res.Pod()
 }
 
-func with(pod *corev1.Pod, opts ...podOpt) *corev1.Pod {
+func with(pod *corev1.Pod, opts ...podtest.Opt) *corev1.Pod {
 	out := pod.DeepCopy()
 	for _, o := range opts {
 		o(out)
@@ -123,7 +125,7 @@ func with(pod *corev1.Pod, opts ...podOpt) *corev1.Pod {
 // resized gets its resourcesPolicy sidecar resized in place (its injected revision is not
 // needed: no image changes), unless the API server has no pods/resize.
 func TestPlanInPlacePolicyResize(t *testing.T) {
-	set := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+	set := podtest.Set(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate
 		s.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
 			Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}

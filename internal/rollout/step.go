@@ -1,4 +1,4 @@
-package status
+package rollout
 
 import (
 	"fmt"
@@ -12,10 +12,9 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
-// Eligible is the rollout's eligible function for RolloutInputs: a Pod may be picked when the
+// Eligible is the rollout's eligible function for Inputs: a Pod may be picked when the
 // set injects (it is valid and no conflict stops it) and the strategy's canary selector
 // matches the Pod.
 func Eligible(set *inject.CompiledSet, injecting bool) (func(*corev1.Pod) bool, error) {
@@ -42,29 +41,6 @@ func HaltedBefore(set *appsv1alpha1.SidecarSet) string {
 		return why
 	}
 	return c.Message
-}
-
-// InProgress reports whether the rollout is in progress, for the operator's upgrade gate: it
-// has Pods to update or evict, now or once the budget allows (not counting Pods that only their
-// own namespace's unavailable Pods hold back: they may wait forever), or Pods restarting (the
-// kubelet does not yet run the new sidecars, Ready). c are the counts taken with the plan. Any
-// Pod restarting keeps the RollingUpdate condition from Complete as well.
-func (ro *Rollout) InProgress(c Counts) bool {
-	p := ro.Plan
-	return len(p.Update) > 0 || restarting(c, ro) > 0 || p.Waiting > p.HeldBackPods || len(ro.WaitingForBudget) > 0
-}
-
-// Progress says where the rollout stands in a few words: "3 of 4 matched pods updated, 1
-// restarting (1 of them waiting for an old sidecar container to stop)".
-func (ro *Rollout) Progress(c Counts) string {
-	msg := fmt.Sprintf("%d of %d matched pods updated", c.Updated, c.Matched)
-	if n := restarting(c, ro); n > 0 {
-		msg += fmt.Sprintf(", %d restarting", n)
-	}
-	if n := max(int(c.Stopping), len(ro.Stopping)); n > 0 {
-		msg += fmt.Sprintf(" (%d of them waiting for an old sidecar container to stop)", n)
-	}
-	return msg
 }
 
 // Recreation is how a rollout goes on with an outdated Pod it cannot update in place.
@@ -120,35 +96,35 @@ type StepResult struct {
 	// it (an event).
 	Report []BlockedPod
 	// Waits says why each Pod of the last plan still to update waits (into in.Plan).
-	Waits []rollout.Wait
+	Waits []Wait
 	// Order are the Pods the step had to update (into in.Plan), in the order it took them
-	// (rollout.Plan.Order of its first plan).
+	// (Plan.Order of its first plan).
 	Order []int
 }
 
 // OrderOf is the order of a set's rollout, from its update strategy's priority and scatter
 // strategies.
-func OrderOf(strategy appsv1alpha1.UpdateStrategy) (rollout.Order, error) {
-	var o rollout.Order
+func OrderOf(strategy appsv1alpha1.UpdateStrategy) (Order, error) {
+	var o Order
 	if ps := strategy.PriorityStrategy; ps != nil {
 		for i, w := range ps.WeightPriority {
 			sel, err := metav1.LabelSelectorAsSelector(&w.MatchSelector)
 			if err != nil {
 				return o, fmt.Errorf("spec.updateStrategy.priorityStrategy.weightPriority[%d].matchSelector: %w", i, err)
 			}
-			o.Weights = append(o.Weights, rollout.WeightTerm{Weight: int64(w.Weight), Selector: sel})
+			o.Weights = append(o.Weights, WeightTerm{Weight: int64(w.Weight), Selector: sel})
 		}
 		for _, k := range ps.OrderPriority {
 			o.Keys = append(o.Keys, k.OrderedKey)
 		}
 	}
 	for _, t := range strategy.ScatterStrategy {
-		o.Scatter = append(o.Scatter, rollout.ScatterTerm{Key: t.Key, Value: t.Value})
+		o.Scatter = append(o.Scatter, ScatterTerm{Key: t.Key, Value: t.Value})
 	}
 	return o, nil
 }
 
-// Step takes the next step of a set's rollout over in (from RolloutInputs, with memory): it
+// Step takes the next step of a set's rollout over in (from Inputs, with memory): it
 // plans, tries each Pod the plan picks with try (an in-place update, or an eviction for a Pod
 // to recreate), and plans again while picked Pods turn out not updatable: the budget they
 // would have used is free, and the plan must not report updates that did not happen. A Pod
@@ -157,7 +133,7 @@ func OrderOf(strategy appsv1alpha1.UpdateStrategy) (rollout.Order, error) {
 // It fills ro.Plan (its Update: the Pods started across the plans), ro.Blocked and
 // ro.WaitingForBudget, and updates memory with what it learnt. ro.Halted pauses it.
 // An error of try ends the step with the Pods started so far.
-func Step(set *inject.CompiledSet, in RolloutInput, ro *Rollout, memory RolloutMemory,
+func Step(set *inject.CompiledSet, in Input, ro *State, memory Memory,
 	try func(pod *corev1.Pod, recreate bool) (Attempt, error)) (StepResult, error) {
 	strategy := set.Set.Spec.UpdateStrategy
 	var res StepResult
@@ -165,12 +141,12 @@ func Step(set *inject.CompiledSet, in RolloutInput, ro *Rollout, memory RolloutM
 	if err != nil {
 		return res, err
 	}
-	s := rollout.Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable,
+	s := Strategy{Partition: strategy.Partition, MaxUnavailable: strategy.MaxUnavailable,
 		Paused: strategy.Paused || ro.Halted != "", InFlight: in.InFlight, Order: order}
 	var started []int
 	plan := in.Plan
 	for {
-		p, waits, err := rollout.ComputeWaits(plan, s)
+		p, waits, err := ComputeWaits(plan, s)
 		if err != nil {
 			return res, err
 		}
@@ -233,4 +209,33 @@ func Step(set *inject.CompiledSet, in RolloutInput, ro *Rollout, memory RolloutM
 	}
 	ro.Plan.Update = started // what this pass started, across the plans
 	return res, nil
+}
+
+// State is where a RollingUpdate stands: the planner's last step, and the outdated Pods that
+// cannot take the change in place.
+type State struct {
+	Plan    Plan
+	Blocked []BlockedPod
+	// WaitingForBudget are the Pods to recreate whose PodDisruptionBudget allowed no eviction
+	// in this pass: they are tried again.
+	WaitingForBudget []BlockedPod
+	// Halted is why the rollout halted for this generation of the set (recreated Pods not
+	// available by the progress deadline); empty while it goes on.
+	Halted string
+	// Stopping are the restarting Pods whose kubelet still runs an old sidecar container, each
+	// with its grace period (StoppingWhy): the condition counts them by namespace and grace
+	// period, and never names them.
+	Stopping []BlockedPod
+}
+
+// HaltedReason is the RollingUpdate condition's reason while the rollout is halted.
+const HaltedReason = "Halted"
+
+// BlockedPod is an outdated Pod that cannot take the change in place, and why. The set's
+// status, which anyone who may read SidecarSets sees, counts such Pods by namespace and never
+// names them: the why goes to an event on the Pod itself.
+type BlockedPod struct {
+	Namespace, Name, Why string
+	// NeverInjected is true for a Pod the set selects but never injected.
+	NeverInjected bool
 }

@@ -1,4 +1,4 @@
-package status
+package rollout
 
 import (
 	"fmt"
@@ -9,13 +9,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
-	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
 
-// RolloutMemory is what a set's rollout remembers of its Pods between passes. It is only a
+// Memory is what a set's rollout remembers of its Pods between passes. It is only a
 // cache: after a restart or a leader change it is rebuilt from the Pods, whose records say
 // what was updated.
-type RolloutMemory struct {
+type Memory struct {
 	// Patched: pod key -> the hash the Pod was patched to. The cache may not show the patch
 	// yet; until it does, the Pod counts as updated and restarting, so the budget is never
 	// spent twice.
@@ -37,17 +36,17 @@ type Verdict struct {
 	Recreatable                bool
 }
 
-// NewRolloutMemory returns an empty memory.
-func NewRolloutMemory() RolloutMemory {
-	return RolloutMemory{Patched: map[string]string{}, NotUpdatable: map[string]Verdict{}, Recreating: map[string]time.Time{}}
+// NewMemory returns an empty memory.
+func NewMemory() Memory {
+	return Memory{Patched: map[string]string{}, NotUpdatable: map[string]Verdict{}, Recreating: map[string]time.Time{}}
 }
 
-// RolloutInput is what the planner is told of the Pods a set selects, and what the set's
+// Input is what the planner is told of the Pods a set selects, and what the set's
 // status counts of them.
-type RolloutInput struct {
+type Input struct {
 	// Plan[i] is the planner's view of Targets[i], the Pods the set selects outside excluded
 	// namespaces.
-	Plan    []rollout.Pod
+	Plan    []Pod
 	Targets []*corev1.Pod
 	// Blocked are the outdated Pods known not to take the set's hash in place.
 	Blocked []BlockedPod
@@ -58,18 +57,20 @@ type RolloutInput struct {
 	// after the rollout evicted one of their Pods, with why: the rollout halts.
 	Stalled []BlockedPod
 	// Stopping are the restarting Pods whose kubelet still runs an old sidecar container, with
-	// their grace period (Rollout.Stopping).
+	// their grace period (State.Stopping).
 	Stopping []BlockedPod
 	// InFlight counts the workloads recreating a Pod of which no unavailable Pod is seen: the
 	// evicted Pod is gone and the replacement not yet created. Each holds one restart of the
-	// budget (rollout.Strategy.InFlight).
+	// budget (Strategy.InFlight).
 	InFlight int
-	Counts   Counts
+	// States are how the selected Pods stand, excluded ones included: what the set's status counts
+	// (status.Tally).
+	States []PodState
 }
 
 // Target is the selected Pod a BlockedPod of this input names (Report and Stalled are rare:
 // a walk is enough).
-func (in RolloutInput) Target(b BlockedPod) *corev1.Pod {
+func (in Input) Target(b BlockedPod) *corev1.Pod {
 	for _, t := range in.Targets {
 		if t.Namespace == b.Namespace && t.Name == b.Name {
 			return t
@@ -81,26 +82,26 @@ func (in RolloutInput) Target(b BlockedPod) *corev1.Pod {
 // PodKey is how a rollout names a Pod: namespace/name.
 func PodKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
-// RolloutInputs classifies the Pods set selects for its rollout. eligible says whether the
+// Inputs classifies the Pods set selects for its  eligible says whether the
 // rollout may pick a Pod (the set injects, and the canary selector matches it). It updates
 // memory: a patch the cache now shows is forgotten, and so is every Pod no longer selected,
 // and every workload done recreating a Pod at now.
-func RolloutInputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string,
-	scope Scope, eligible func(*corev1.Pod) bool, memory RolloutMemory, now time.Time) RolloutInput {
-	var in RolloutInput
+func Inputs(set *inject.CompiledSet, pods []*corev1.Pod, namespaceLabels func(string) map[string]string,
+	scope inject.Scope, eligible func(*corev1.Pod) bool, memory Memory, now time.Time) Input {
+	var in Input
 	strategy := set.Set.Spec.UpdateStrategy
 	seen, unavailable := map[string]bool{}, map[string]bool{}
 	for _, pod := range pods {
 		s, selected := Classify(set, pod, namespaceLabels, scope)
 		if selected {
-			in.Counts.Add(s)
+			in.States = append(in.States, s)
 		}
 		if !selected || s.Excluded {
 			continue
 		}
 		key := PodKey(pod)
 		seen[key] = true
-		p := rollout.Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
+		p := Pod{Key: key, Namespace: pod.Namespace, Injected: s.Injected, Updated: s.Updated,
 			Available: s.Available(), Restarting: s.Restarting() && !s.Terminating, Terminating: s.Terminating, Starting: s.Starting,
 			Labels: pod.Labels}
 		if p.Restarting && s.Stopping {

@@ -1,9 +1,12 @@
-package status
+package rollout
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout/podtest"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -19,7 +22,7 @@ import (
 func BenchmarkStepRefusals(b *testing.B) {
 	for _, scatter := range []bool{false, true} {
 		for _, n := range []int{250, 1000} {
-			set := compiledSet(b, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+			set := podtest.Set(b, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 				s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
 				if scatter {
 					s.Spec.UpdateStrategy.ScatterStrategy = []appsv1alpha1.UpdateScatterTerm{{Key: "k", Value: "*"}}
@@ -27,7 +30,7 @@ func BenchmarkStepRefusals(b *testing.B) {
 			})
 			pods := make([]*corev1.Pod, n)
 			for i := range pods {
-				pods[i] = outdated(fmt.Sprintf("p-%05d", i), label("k", fmt.Sprintf("v-%05d", i)))
+				pods[i] = outdated(fmt.Sprintf("p-%05d", i), podtest.Label("k", fmt.Sprintf("v-%05d", i)))
 			}
 			name := fmt.Sprintf("pods=%d", n)
 			if scatter {
@@ -36,9 +39,9 @@ func BenchmarkStepRefusals(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				tries := 0
 				for b.Loop() {
-					memory := NewRolloutMemory()
-					in := RolloutInputs(set, pods, func(string) map[string]string { return nil }, Scope{}, func(*corev1.Pod) bool { return true }, memory, time.Now())
-					if _, err := Step(set, in, &Rollout{}, memory, func(*corev1.Pod, bool) (Attempt, error) {
+					memory := NewMemory()
+					in := Inputs(set, pods, func(string) map[string]string { return nil }, inject.Scope{}, func(*corev1.Pod) bool { return true }, memory, time.Now())
+					if _, err := Step(set, in, &State{}, memory, func(*corev1.Pod, bool) (Attempt, error) {
 						tries++
 						return Attempt{Why: "spec.containers[log-agent].image: changed since injection"}, nil
 					}); err != nil {

@@ -1,4 +1,4 @@
-package status
+package rollout
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout/podtest"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +29,7 @@ func TestStep(t *testing.T) {
 	envChanged := Attempt{Why: "spec.containers[log-agent].env: changed", Recreatable: true}
 	edited := Attempt{Why: "spec.containers[log-agent].image: changed since injection"}
 	evicted := Attempt{EvictedAt: evictedAt}
-	ownedBy := func(uid string) podOpt {
+	ownedBy := func(uid string) podtest.Opt {
 		return func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-" + uid, UID: types.UID(uid), Controller: ptr.To(true)}}
 		}
@@ -121,7 +124,7 @@ func TestStep(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+			set := podtest.Set(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 				s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, Paused: tt.paused}
 				if tt.evict {
 					s.Spec.UpdateStrategy.Recreate = appsv1alpha1.RecreateEvict
@@ -130,9 +133,9 @@ func TestStep(t *testing.T) {
 					s.Spec.UpdateStrategy.MaxUnavailable = ptr.To(intstr.FromInt32(tt.budget))
 				}
 			})
-			memory := NewRolloutMemory()
-			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, Scope{}, func(*corev1.Pod) bool { return true }, memory, evictedAt)
-			ro := Rollout{Blocked: in.Blocked}
+			memory := NewMemory()
+			in := Inputs(set, tt.pods, func(string) map[string]string { return nil }, inject.Scope{}, func(*corev1.Pod) bool { return true }, memory, evictedAt)
+			ro := State{Blocked: in.Blocked}
 			var tries []string
 			res, err := Step(set, in, &ro, memory, func(pod *corev1.Pod, recreate bool) (Attempt, error) {
 				if recreate {
@@ -200,8 +203,8 @@ func TestStep(t *testing.T) {
 // strategies give their labels, and says so (StepResult.Order); a selector the API would
 // refuse stops the step with the field's path.
 func TestStepOrder(t *testing.T) {
-	zone := func(z string) podOpt { return label("zone", z) }
-	tier := func(v string) podOpt { return label("tier", v) }
+	zone := func(z string) podtest.Opt { return podtest.Label("zone", z) }
+	tier := func(v string) podtest.Opt { return podtest.Label("tier", v) }
 	weights := &appsv1alpha1.UpdatePriorityStrategy{WeightPriority: []appsv1alpha1.UpdatePriorityWeightTerm{
 		{Weight: 60, MatchSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "canary"}}},
 		{Weight: 30, MatchSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}}},
@@ -223,7 +226,7 @@ func TestStepOrder(t *testing.T) {
 	}, {
 		name:     "order keys: by the number the value ends with, highest first, pods without the key last",
 		priority: &appsv1alpha1.UpdatePriorityStrategy{OrderPriority: []appsv1alpha1.UpdatePriorityOrderTerm{{OrderedKey: "ordinal"}}}, budget: 1,
-		pods:  []*corev1.Pod{outdated("a"), outdated("b", label("ordinal", "web-2")), outdated("c", label("ordinal", "web-10")), outdated("d", label("ordinal", "web-1"))},
+		pods:  []*corev1.Pod{outdated("a"), outdated("b", podtest.Label("ordinal", "web-2")), outdated("c", podtest.Label("ordinal", "web-10")), outdated("d", podtest.Label("ordinal", "web-1"))},
 		tries: []string{"c"}, order: []string{"c", "b", "d", "a"},
 	}, {
 		name:    "scatter: zone a spread over the others instead of first by name",
@@ -238,14 +241,14 @@ func TestStepOrder(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+			set := podtest.Set(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 				s.Spec.UpdateStrategy = appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate, MaxUnavailable: ptr.To(intstr.FromInt32(max(tt.budget, 1))),
 					PriorityStrategy: tt.priority, ScatterStrategy: tt.scatter}
 			})
-			memory := NewRolloutMemory()
-			in := RolloutInputs(set, tt.pods, func(string) map[string]string { return nil }, Scope{}, func(*corev1.Pod) bool { return true }, memory, time.Now())
+			memory := NewMemory()
+			in := Inputs(set, tt.pods, func(string) map[string]string { return nil }, inject.Scope{}, func(*corev1.Pod) bool { return true }, memory, time.Now())
 			var tries []string
-			res, err := Step(set, in, &Rollout{}, memory, func(pod *corev1.Pod, _ bool) (Attempt, error) {
+			res, err := Step(set, in, &State{}, memory, func(pod *corev1.Pod, _ bool) (Attempt, error) {
 				tries = append(tries, pod.Name)
 				return Attempt{Hash: set.Hash}, nil
 			})
@@ -270,10 +273,10 @@ func TestStepOrder(t *testing.T) {
 }
 
 // outdated is a settled, ready Pod the set injected at an older hash.
-func outdated(name string, opts ...podOpt) *corev1.Pod {
-	base := []podOpt{func(p *corev1.Pod) { p.Name, p.ResourceVersion = name, "1" }, injectedWith(map[string]string{"log-agent": "old"}),
-		ready(corev1.ConditionTrue), spec("log-agent", "registry.example/log-agent:0"), running("log-agent", "registry.example/log-agent:0")}
-	return testPod(append(base, opts...)...)
+func outdated(name string, opts ...podtest.Opt) *corev1.Pod {
+	base := []podtest.Opt{func(p *corev1.Pod) { p.Name, p.ResourceVersion = name, "1" }, podtest.InjectedWith(map[string]string{"log-agent": "old"}),
+		podtest.Ready(corev1.ConditionTrue), podtest.Spec("log-agent", "registry.example/log-agent:0"), podtest.Running("log-agent", "registry.example/log-agent:0")}
+	return podtest.Pod(append(base, opts...)...)
 }
 
 // TestRecreate: what the rollout does with an outdated Pod it cannot update in place.
@@ -335,10 +338,10 @@ func TestHaltedBefore(t *testing.T) {
 
 // TestEligible: the set must inject, and the canary selector match.
 func TestEligible(t *testing.T) {
-	canary := compiledSet(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
+	canary := podtest.Set(t, "log-agent", nil, func(s *appsv1alpha1.SidecarSet) {
 		s.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"track": "canary"}}
 	})
-	pod, canaryPod := testPod(), testPod(label("track", "canary"))
+	pod, canaryPod := podtest.Pod(), podtest.Pod(podtest.Label("track", "canary"))
 	for _, tt := range []struct {
 		name      string
 		injecting bool
@@ -357,7 +360,7 @@ func TestEligible(t *testing.T) {
 			t.Errorf("%s: eligible = %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	bad := compiledSet(t, "log-agent", nil)
+	bad := podtest.Set(t, "log-agent", nil)
 	bad.Set.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
 	if _, err := Eligible(bad, true); err == nil || !strings.Contains(err.Error(), "spec.updateStrategy.selector") {
 		t.Errorf("a bad canary selector: %v", err)
