@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 )
@@ -58,7 +59,7 @@ func (r *RolloutReconciler) evict(ctx context.Context, c *inject.CompiledSet, po
 		reason = "not_injected"
 	}
 	r.Metrics.Evictions.WithLabelValues(c.Name(), reason).Inc()
-	r.recordEvent(pod, "PodEvicted", "Evict",
+	eventcatalog.Recorder{To: r.Recorder}.Record(pod, eventcatalog.PodEvicted, "Evict",
 		"SidecarSet %s evicted the pod so that its %s %s recreates it with the current sidecars (%s)", c.Name(), owner.Kind, owner.Name,
 		map[string]string{"outdated": "its sidecars cannot change in place", "not_injected": "it never got them"}[reason])
 	return "", nil

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 )
 
@@ -44,10 +45,10 @@ func (r *StatusReconciler) recordStatusEvents(set *appsv1alpha1.SidecarSet, old,
 				note = c.Message
 			}
 		}
-		record(r.Recorder, set, is.Reason, "Reconcile", "%s", note)
+		eventcatalog.Recorder{To: r.Recorder}.Record(set, eventcatalog.Reason(is.Reason), "Reconcile", "%s", note)
 	}
 	if now.ExcludedPods > 0 && old.ExcludedPods == 0 {
-		record(r.Recorder, set, "PodsExcluded", "Reconcile",
+		eventcatalog.Recorder{To: r.Recorder}.Record(set, eventcatalog.PodsExcluded, "Reconcile",
 			"%d pods the SidecarSet selects are in namespaces that are never injected (kube-system, the operator's namespace, or labelled %s=%s); they get no sidecars",
 			now.ExcludedPods, appsv1alpha1.NamespaceInjectionLabel, appsv1alpha1.NamespaceInjectionDisabled)
 	}

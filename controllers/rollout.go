@@ -262,7 +262,7 @@ func (r *RolloutReconciler) rollOneStep(ctx context.Context, c *inject.CompiledS
 		deadline := ptr.Deref(strategy.ProgressDeadlineSeconds, rollout.DefaultProgressDeadlineSeconds)
 		ro.Halted = status.HaltSummary(in.Stalled, deadline)
 		for _, b := range in.Stalled {
-			r.recordEvent(in.Target(b), "RolloutHalted", "Evict",
+			eventcatalog.Recorder{To: r.Recorder}.Record(in.Target(b), eventcatalog.RolloutHalted, "Evict",
 				"SidecarSet %s halted its rollout: this pod of a workload it recreated is not available %ds after the eviction (%s)", c.Name(), deadline, b.Why)
 		}
 	}
@@ -359,7 +359,7 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	case err != nil:
 		return "", rollout.Refusal{}, err
 	case no.Why != "":
-		r.recordEvent(&pod, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
+		eventcatalog.Recorder{To: r.Recorder}.Record(&pod, eventcatalog.PodNotUpdatable, "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), no.Why)
 		return "", no, nil
 	case u.Current() && len(u.Resources) == 0:
 		return u.To, rollout.Refusal{}, nil
@@ -424,7 +424,7 @@ func (r *RolloutReconciler) patchOrRefusal(ctx context.Context, pod *corev1.Pod,
 // notUpdatable records on the Pod why the set cannot update it (nothing when why is empty).
 func (r *RolloutReconciler) notUpdatable(pod *corev1.Pod, c *inject.CompiledSet, why string) {
 	if why != "" {
-		r.recordEvent(pod, "PodNotUpdatable", "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
+		eventcatalog.Recorder{To: r.Recorder}.Record(pod, eventcatalog.PodNotUpdatable, "Update", "SidecarSet %s cannot update the sidecars in place: %s", c.Name(), why)
 	}
 }
 
@@ -444,9 +444,9 @@ func (r *RolloutReconciler) reportPodUpdated(ctx context.Context, c *inject.Comp
 	}
 	switch send, capped := r.podEvent(c.Name(), u.To, limit); {
 	case send:
-		r.recordEvent(pod, "SidecarUpdated", "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
+		eventcatalog.Recorder{To: r.Recorder}.Record(pod, eventcatalog.SidecarUpdated, "Update", "SidecarSet %s updated sidecars in place (%s)", c.Name(), strings.Join(changes, ", "))
 	case capped:
-		r.recordEvent(c.Set, "PodEventsCapped", "Update",
+		eventcatalog.Recorder{To: r.Recorder}.Record(c.Set, eventcatalog.PodEventsCapped, "Update",
 			"%d pods got a SidecarUpdated event for hash %s; further pods are updated without one (status.updatedPods counts them)", limit, u.To)
 	}
 }
@@ -494,19 +494,6 @@ func describeResources(r corev1.ResourceRequirements) string {
 		parts = append(parts, l.name+" "+strings.Join(kv, " "))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// recordEvent records an event on obj with the reconciler's recorder (see record).
-func (r *RolloutReconciler) recordEvent(obj client.Object, reason, action, format string, args ...any) {
-	record(r.Recorder, obj, reason, action, format, args...)
-}
-
-// record records an event on obj, of the type the event catalog gives its reason; nothing when
-// there is no recorder.
-func record(rec events.EventRecorder, obj client.Object, reason, action, format string, args ...any) {
-	if rec != nil {
-		rec.Eventf(obj, nil, eventcatalog.Type(reason), reason, action, format, args...)
-	}
 }
 
 // rollingUpdate reports whether the set updates running pods.

@@ -31,7 +31,7 @@ const EventInterval = time.Minute
 const maxListed = 10
 
 // EventReason is the reason of the Warning event on a SidecarSet whose pods the webhook refused.
-const EventReason = "PodRefused"
+const EventReason = eventcatalog.PodRefused
 
 // Ledger is one replica's record of the pods its webhook refused, per SidecarSet.
 type Ledger struct {
@@ -143,8 +143,8 @@ func (l *Ledger) Flush(ctx context.Context) {
 			}
 			l.mu.Unlock()
 		}
-		if w.event != "" && l.Recorder != nil {
-			l.Recorder.Eventf(w.set, nil, eventcatalog.Type(EventReason), EventReason, "Inject", "%s", w.event)
+		if w.event != "" {
+			eventcatalog.Recorder{To: l.Recorder}.Record(w.set, EventReason, "Inject", "%s", w.event)
 		}
 	}
 }

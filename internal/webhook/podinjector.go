@@ -284,7 +284,7 @@ func (h *PodInjector) inject(ctx context.Context, req admission.Request, entries
 	for _, name := range res.Injected {
 		h.Metrics.Decisions.WithLabelValues(name, resultInjected, reasonInjected).Inc()
 	}
-	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, !dryRun)...)
+	res.Warnings = append(res.Warnings, h.podSecurityWarnings(req.Object.Raw, in, res, eventcatalog.Recorder{To: h.Recorder, DryRun: dryRun})...)
 	h.Metrics.Admissions.WithLabelValues(resultInjected, reasonInjected).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Injecting pod", "pod", klog.KRef(pod.Namespace, podName(pod)), "sidecarSets", res.Injected)
 	return admission.Patched("", ops...).WithWarnings(res.Warnings...)
@@ -304,10 +304,10 @@ func podName(pod *corev1.Pod) string {
 }
 
 // podSecurityWarnings says which SidecarSets make the pod break its namespace's enforced Pod
-// Security Standard (PodSecurity admission then refuses it), and, when record, records it on
-// those sets.
+// Security Standard (PodSecurity admission then refuses it), and records it on those sets
+// with events (which records nothing for a dry run).
 // The checks read the whole pod, so in such namespaces it is decoded whole and injected again.
-func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result, record bool) []string {
+func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inject.Result, events eventcatalog.Recorder) []string {
 	lv, ok := h.PodSecurity.Enforced(in.NamespaceLabels)
 	if !ok {
 		return nil
@@ -333,8 +333,8 @@ func (h *PodInjector) podSecurityWarnings(raw []byte, in inject.Input, res *inje
 	// the namespace, not the pod (the pod's author gets the warning, which names it).
 	note := fmt.Sprintf("injecting SidecarSet(s) %s into a pod of namespace %s %s%s%s", sets, whole.Namespace, violation, advice, whole.Namespace)
 	for _, c := range in.Sets {
-		if record && slices.Contains(res.Injected, c.Name()) && h.Recorder != nil {
-			h.Recorder.Eventf(c.Set, nil, eventcatalog.Type("ViolatesPodSecurity"), "ViolatesPodSecurity", "Inject", "%s", note)
+		if slices.Contains(res.Injected, c.Name()) {
+			events.Record(c.Set, eventcatalog.ViolatesPodSecurity, "Inject", "%s", note)
 		}
 	}
 	return []string{msg}

@@ -53,7 +53,7 @@ func TestRefusingSetSaysSo(t *testing.T) {
 		}
 	}
 	eventually(t, "Refusing=True with the count, reason and namespace", refusing(string(inject.ReasonContainerClash), "refused 3 pod(s)", ns, "refuser-agent"))
-	waitForSetEvent(t, set, refusals.EventReason, "The pod webhook refused", ns, `SidecarSet "refuser"`)
+	waitForSetEvent(t, set, string(refusals.EventReason), "The pod webhook refused", ns, `SidecarSet "refuser"`)
 
 	var cur appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
