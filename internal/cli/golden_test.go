@@ -57,10 +57,10 @@ func compareGolden(t *testing.T, path, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("golden file missing; run: go test ./internal/cli -run TestGolden -update")
+		t.Fatalf("golden file missing; run: go test ./internal/cli -run Golden -update")
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("output differs from %s (-want +got):\n%s\nIf the change is intended, run: go test ./internal/cli -run TestGolden -update", path, diff)
+		t.Errorf("output differs from %s (-want +got):\n%s\nIf the change is intended, run: go test ./internal/cli -run Golden -update", path, diff)
 	}
 }
 

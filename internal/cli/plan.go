@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/explain"
@@ -99,6 +101,30 @@ type PlanSummary struct {
 	Evicted int `json:"evicted"`
 	Waiting int `json:"waiting"`
 	Left    int `json:"leftAlone"`
+	// InPlaceLeft counts the Pods still to update in place (now or in a later step), and
+	// SlowestSeconds bounds how long their updates take when the sidecars do not exit on
+	// SIGTERM: the kubelet then waits each Pod's terminationGracePeriodSeconds before it starts
+	// the new image, maxUnavailable Pods at a time (see slowestSeconds).
+	InPlaceLeft    int   `json:"inPlaceLeft,omitempty"`
+	SlowestSeconds int64 `json:"slowestSeconds,omitempty"`
+}
+
+// slowestSeconds bounds how long in-place updates of Pods with these grace periods take when
+// their sidecars do not exit on SIGTERM: the rollout starts at most maxUnavailable of them at
+// a time and each waits for its whole grace period, so the longest grace periods taken
+// maxUnavailable at a time add up to the bound.
+func slowestSeconds(graces []int64, maxUnavailable int) int64 {
+	slices.SortFunc(graces, func(a, b int64) int { return cmp.Compare(b, a) })
+	var total int64
+	for i := 0; i < len(graces); i += max(maxUnavailable, 1) {
+		total += graces[i]
+	}
+	return total
+}
+
+// gracePeriod is the Pod's terminationGracePeriodSeconds, 30 when unset (the API server's default).
+func gracePeriod(pod *corev1.Pod) int64 {
+	return ptr.Deref(pod.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)
 }
 
 // planInput is what a rollout plan is computed from: what the operator's rollout reads.
@@ -190,6 +216,7 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs rollou
 	for n, i := range res.Order {
 		order[i] = n + 1
 	}
+	var graces []int64
 	for i, pod := range inputs.Targets {
 		row := rolled(c, pod, before[i], verdicts[i], blocked[rollout.PodKey(pod)], in.now)
 		settled := row.Action == ActionLeave || row.Action == ActionCurrent || row.Action == ActionRestarting
@@ -203,8 +230,12 @@ func (plan *RolloutPlan) step(in planInput, c *inject.CompiledSet, inputs rollou
 		case waiting:
 			row.Next, row.WaitsFor, row.Order = "waits", waitsFor(w, pod.Namespace), order[i]
 		}
+		if row.Action == ActionInPlace && row.Next != "" {
+			graces = append(graces, gracePeriod(pod))
+		}
 		plan.add(row)
 	}
+	plan.Summary.InPlaceLeft, plan.Summary.SlowestSeconds = len(graces), slowestSeconds(graces, ro.Plan.MaxUnavailable)
 	plan.renumber()
 	return nil
 }
@@ -435,6 +466,10 @@ func printPlan(out io.Writer, plan *RolloutPlan) error {
 			fmt.Fprintf(w, "; %d restarting", s.Restarting)
 		}
 		fmt.Fprintln(w)
+		if s.InPlaceLeft > 0 {
+			fmt.Fprintf(w, "in place: %d pods left, %d at a time; up to %s if the sidecars do not exit on SIGTERM (the kubelet then waits each pod's grace period before it starts the new image), seconds per pod if they do\n",
+				s.InPlaceLeft, plan.Strategy.MaxUnavailable, time.Duration(s.SlowestSeconds)*time.Second)
+		}
 	}
 	return w.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,24 @@ func running(pod *corev1.Pod) {
 	}
 	for _, c := range pod.Spec.Containers {
 		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, started(c))
+	}
+}
+
+// TestSlowestSeconds: the bound adds the longest grace periods, maxUnavailable pods at a time.
+func TestSlowestSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		graces         []int64
+		maxUnavailable int
+		want           int64
+	}{
+		{nil, 1, 0},
+		{[]int64{30, 30, 30}, 1, 90},
+		{[]int64{30, 300, 30, 30}, 2, 330},
+		{[]int64{5, 120, 30}, 3, 120},
+		{[]int64{30}, 0, 30},
+	} {
+		if got := slowestSeconds(slices.Clone(tc.graces), tc.maxUnavailable); got != tc.want {
+			t.Errorf("slowestSeconds(%v, %d) = %d, want %d", tc.graces, tc.maxUnavailable, got, tc.want)
+		}
 	}
 }
