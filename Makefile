@@ -97,17 +97,25 @@ test: manifests generate fmt vet envtest test-manifests ## Unit tests, then inte
 	SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)/default.yaml" \
 	go test ./... $(GO_TEST_FLAGS) -coverprofile cover.out
 
-# Kubernetes versions make test-versions runs the integration suite against.
-TEST_K8S_VERSIONS ?= $(K8S_OLDEST_VERSION) $(K8S_VERSION)
+# Every Kubernetes minor the operator supports, at the patch release the tests build.
+TEST_K8S_VERSIONS_ALL ?= $(K8S_OLDEST_VERSION) v1.33.7 v1.34.4 v1.35.4 v1.36.3 $(K8S_VERSION)
+# The versions make test-versions (and CI) runs the integration suite against, besides make
+# test's $(K8S_VERSION): the oldest supported, and 1.36, the last minor whose API server
+# defaults pod-level requests before the admission webhooks run (1.37 moved it after them).
+TEST_K8S_VERSIONS ?= $(K8S_OLDEST_VERSION) v1.36.3
 
 .PHONY: test-versions
-test-versions: manifests test-manifests ## Integration tests against each Kubernetes version in TEST_K8S_VERSIONS (the oldest supported and the newest); control planes built and cached like make test's.
+test-versions: manifests test-manifests ## Integration tests against each Kubernetes version in TEST_K8S_VERSIONS (the oldest supported, and 1.36 where pod-level defaulting differs; make test runs the newest); control planes built and cached like make test's.
 	for v in $(TEST_K8S_VERSIONS); do \
 		echo "== integration tests on Kubernetes $$v"; \
 		assets="$$(K8S_VERSION=$$v hack/controlplane-build.sh envtest)"; \
 		KUBEBUILDER_ASSETS="$$assets" SIDECARSET_TEST_MANIFESTS="$(TEST_MANIFESTS)/default.yaml" \
 			go test ./test/integration -count=1 $(GO_TEST_FLAGS) || exit 1; \
 	done
+
+.PHONY: test-versions-all
+test-versions-all: ## Integration tests against every supported minor (TEST_K8S_VERSIONS_ALL, 1.32 to 1.37); the first run builds each control plane (about 10 minutes each on 2 cores).
+	$(MAKE) test-versions TEST_K8S_VERSIONS="$(TEST_K8S_VERSIONS_ALL)"
 
 # How long make fuzz runs each fuzz target.
 FUZZTIME ?= 30s

@@ -53,8 +53,25 @@ func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
 		}
 	}
 	return &RefusedError{Reason: ReasonPodResources, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
-		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits",
-		cause.Error())}
+		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits%s",
+		cause.Error(), defaultedRequestsHint(b.pod.Spec.Resources, cause.Field))}
+}
+
+// defaultedRequestsHint explains a pod-level request the pod may never have written: where a
+// pod sets a pod-level limit and no request for a resource, API servers before 1.37 fill the
+// request in from the app containers' before admission webhooks run (1.37 does it after them,
+// PodLevelResourcesFixDefaulting), so the sidecars find no room in it. Empty for any other
+// field.
+func defaultedRequestsHint(podLevel *corev1.ResourceRequirements, field string) string {
+	name, found := strings.CutPrefix(field, "spec.resources.requests[")
+	if !found || podLevel == nil {
+		return ""
+	}
+	if _, limited := podLevel.Limits[corev1.ResourceName(strings.TrimSuffix(name, "]"))]; !limited {
+		return ""
+	}
+	return "; if the pod sets only spec.resources.limits for it, Kubernetes 1.34 to 1.36 filled the request in from the app containers before injection " +
+		"(1.37 fills it in after, sidecars included): set spec.resources.requests to include the sidecars'"
 }
 
 // resourcesSoFar is the pod's resources view: its pod-level resources and OS, and its own

@@ -146,3 +146,38 @@ func TestPodLevelResourcesThroughTheWebhook(t *testing.T) {
 		t.Errorf("the refused pod exists: %v", err)
 	}
 }
+
+// TestPodLimitsOnlyOnEitherSideOfDefaulting: an opted-in pod that sets only a pod-level CPU
+// limit (1), its app container requesting 400m, and a set whose sidecar requests 200m. Until
+// 1.37 the API server fills the pod-level request in from the app containers (400m) before the
+// admission webhooks run, so the sidecar does not fit in it: the webhook refuses the pod, naming
+// the set, the pod's field and why the request is there, where the API server would refuse the
+// injected pod naming neither. From 1.37 (PodLevelResourcesFixDefaulting) it fills the request
+// in after the webhooks: the pod is injected and its request covers the sidecar's (600m).
+func TestPodLimitsOnlyOnEitherSideOfDefaulting(t *testing.T) {
+	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	ns := newNamespace(t, nil)
+	createSet(t, podBudgetSet("limits-only", "limits-only"))
+	pod := appPod(ns, "limits-only", "limits-only", true)
+	pod.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("400m")}
+	err := k8s.Create(ctx, pod)
+	if kubernetesMinor < 37 {
+		if err == nil {
+			t.Fatalf("Kubernetes 1.%d filled the pod-level request in before the webhook, yet the pod was admitted: containers %v, resources %v",
+				kubernetesMinor, containerNames(getPod(t, pod).Spec.Containers), getPod(t, pod).Spec.Resources)
+		}
+		if !apierrors.IsForbidden(err) || !contains(err.Error(), `SidecarSet "limits-only"`, "spec.resources.requests[cpu]", "Kubernetes 1.34 to 1.36 filled the request in") {
+			t.Errorf("refusal on 1.%d does not come from the webhook naming the set, the pod's field and the defaulting: %v", kubernetesMinor, err)
+		}
+		return
+	}
+	must(t, err)
+	got := getPod(t, pod)
+	if len(got.Spec.Containers) != 2 {
+		t.Fatalf("the pod was not injected: containers %v", containerNames(got.Spec.Containers))
+	}
+	if req := got.Spec.Resources.Requests[corev1.ResourceCPU]; req.Cmp(resource.MustParse("600m")) != 0 {
+		t.Errorf("the pod-level CPU request is %s, want 600m (the app's 400m and the sidecar's 200m, filled in after injection)", req.String())
+	}
+}
