@@ -170,6 +170,15 @@ func TestRemediationAfterOutage(t *testing.T) {
 // missing, not two). It returns a reader of that number.
 func watchCapacity(t testing.TB, ns string, replicas map[string]int32) func() int32 {
 	t.Helper()
+	return watchCapacityOf(t, []client.ListOption{client.InNamespace(ns)}, func(p *corev1.Pod) string { return p.Labels["app"] }, replicas)
+}
+
+// watchCapacityOf keeps, while the test runs, the highest number of pods missing at once from
+// the capacity of groups of pods: the pods list lists, key names a pod's group, and capacity
+// holds each group's replicas. A group is short of its replicas by the pods of it that are not
+// available. It returns a reader of that number.
+func watchCapacityOf(t testing.TB, list []client.ListOption, key func(*corev1.Pod) string, capacity map[string]int32) func() int32 {
+	t.Helper()
 	var highest atomic.Int32
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -182,18 +191,18 @@ func watchCapacity(t testing.TB, ns string, replicas map[string]int32) func() in
 			case <-time.After(50 * time.Millisecond):
 			}
 			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			if err := k8s.List(ctx, &pods, list...); err != nil {
 				continue
 			}
 			ready := map[string]int32{}
 			for i := range pods.Items {
 				if testutil.PodAvailable(&pods.Items[i]) {
-					ready[pods.Items[i].Labels["app"]]++
+					ready[key(&pods.Items[i])]++
 				}
 			}
 			var missing int32
-			for app, n := range replicas {
-				missing += max(0, n-ready[app])
+			for group, n := range capacity {
+				missing += max(0, n-ready[group])
 			}
 			if missing > highest.Load() {
 				highest.Store(missing)
