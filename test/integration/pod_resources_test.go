@@ -53,6 +53,7 @@ func budgetPod(ns, name, app, appCPU string) *corev1.Pod {
 // API server would refuse the injected pod with a message naming neither.
 func TestPodLevelResourcesAsTheAPIServerChecksThem(t *testing.T) {
 	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
 	ns := newNamespace(t, nil)
 	cpu := func(q string) corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
@@ -156,16 +157,17 @@ func TestPodLevelResourcesThroughTheWebhook(t *testing.T) {
 // in after the webhooks: the pod is injected and its request covers the sidecar's (600m).
 func TestPodLimitsOnlyOnEitherSideOfDefaulting(t *testing.T) {
 	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
 	ns := newNamespace(t, nil)
 	createSet(t, podBudgetSet("limits-only", "limits-only"))
 	pod := appPod(ns, "limits-only", "limits-only", true)
 	pod.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("400m")}
 	err := k8s.Create(ctx, pod)
-	if kubernetesMinor < 37 {
+	if kubernetesMinor < 37 || gateOff("PodLevelResourcesFixDefaulting") {
 		if err == nil {
-			t.Fatalf("Kubernetes 1.%d filled the pod-level request in before the webhook, yet the pod was admitted: containers %v, resources %v",
-				kubernetesMinor, containerNames(getPod(t, pod).Spec.Containers), getPod(t, pod).Spec.Resources)
+			t.Fatalf("Kubernetes 1.%d (%v) filled the pod-level request in before the webhook, yet the pod was admitted: containers %v, resources %v",
+				kubernetesMinor, featureGates, containerNames(getPod(t, pod).Spec.Containers), getPod(t, pod).Spec.Resources)
 		}
 		if !apierrors.IsForbidden(err) || !contains(err.Error(), `SidecarSet "limits-only"`, "spec.resources.requests[cpu]", "Kubernetes 1.34 to 1.36 filled the request in") {
 			t.Errorf("refusal on 1.%d does not come from the webhook naming the set, the pod's field and the defaulting: %v", kubernetesMinor, err)

@@ -104,6 +104,7 @@ func TestResourcesPolicyUnderTheAdmissionChain(t *testing.T) {
 	}
 
 	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
 	budget := func(name, appCPU string) *corev1.Pod {
 		pod := appPod(ns, name, "computed", true)
 		pod.Spec.Resources = &corev1.ResourceRequirements{

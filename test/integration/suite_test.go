@@ -64,6 +64,9 @@ func runSuite(m *testing.M) (int, error) {
 		ErrorIfCRDPathMissing: true,
 	}
 	productionAdmissionChain(env)
+	if err := turnGatesOff(env, os.Getenv("SIDECARSET_TEST_FEATURE_GATES")); err != nil {
+		return 0, err
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return 0, fmt.Errorf("starting envtest: %w", err)
@@ -129,6 +132,43 @@ func needsKubernetes(t *testing.T, minor int, feature string) {
 	t.Helper()
 	if kubernetesMinor < minor {
 		t.Skipf("%s needs Kubernetes 1.%d; this API server is 1.%d (its own behaviour is tested instead)", feature, minor, kubernetesMinor)
+	}
+}
+
+// featureGates are the API server's feature gates this run sets (SIDECARSET_TEST_FEATURE_GATES,
+// as `make test-gates-off` gives them), by name; gates it does not name keep their defaults.
+var featureGates = map[string]bool{}
+
+// turnGatesOff passes gates ("Name=false,Other=false", kube-apiserver's --feature-gates) to the
+// suite's API server and records them for gateOff.
+func turnGatesOff(env *envtest.Environment, gates string) error {
+	if gates == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(gates, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		on, err := strconv.ParseBool(value)
+		if !ok || err != nil {
+			return fmt.Errorf("SIDECARSET_TEST_FEATURE_GATES: %q is not Name=true|false", kv)
+		}
+		featureGates[name] = on
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", gates)
+	return nil
+}
+
+// gateOff reports whether this run turned the API server's feature gate off.
+func gateOff(name string) bool {
+	on, set := featureGates[name]
+	return set && !on
+}
+
+// needsGate skips a test of a feature whose gate this run turns off; the tests of what the API
+// server does without it run in its place.
+func needsGate(t *testing.T, gate, feature string) {
+	t.Helper()
+	if gateOff(gate) {
+		t.Skipf("%s needs the feature gate %s, which this run turns off (its own behaviour is tested instead)", feature, gate)
 	}
 }
 

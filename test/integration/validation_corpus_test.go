@@ -45,9 +45,10 @@ func TestValidationCorpus(t *testing.T) {
 					t.Errorf("the shape in a pod under AlwaysPullImages: %v, want it rewritten and admitted", err)
 				}
 			} else if dropped := droppedRestartPolicy(shape.PodPath, pod); err == nil && dropped != "" {
-				// Kubernetes 1.34 and 1.35 drop a container's restartPolicy other than Always
-				// while ContainerRestartRules is off, before validation: the pod is admitted
-				// without it. The SidecarSet is refused all the same (below).
+				// Kubernetes 1.34 drops a container's restartPolicy other than Always while
+				// ContainerRestartRules is off (and later ones with it turned off), before
+				// validation: the pod is admitted without it. The SidecarSet is refused all
+				// the same (below).
 				t.Logf("the shape in a pod: Kubernetes 1.%d admitted it with %s dropped", kubernetesMinor, dropped)
 			} else {
 				assertRefusedAt(t, "the shape in a pod", err, shape.PodPath)
@@ -86,10 +87,12 @@ func assertRefusedAt(t *testing.T, what string, err error, path string) {
 }
 
 // droppedRestartPolicy names the restartPolicy field of the shape's init container when the
-// API server (1.34 and 1.35, ContainerRestartRules off) dropped it from the admitted pod; empty
-// when the shape is another, or the field is still there, or the server is one that refuses it.
+// API server dropped it from the admitted pod, as 1.34 does (ContainerRestartRules, alpha and off
+// there, beta and on from 1.35), and later ones with the gate turned off; empty when the shape is
+// another, or the field is still there, or the server is one that refuses it.
 func droppedRestartPolicy(podPath string, admitted *corev1.Pod) string {
-	if kubernetesMinor < 34 || kubernetesMinor > 35 || podPath != "spec.initContainers[0].restartPolicy" ||
+	gated := kubernetesMinor == 34 || kubernetesMinor > 34 && gateOff("ContainerRestartRules")
+	if !gated || podPath != "spec.initContainers[0].restartPolicy" ||
 		len(admitted.Spec.InitContainers) == 0 || admitted.Spec.InitContainers[0].RestartPolicy != nil {
 		return ""
 	}
