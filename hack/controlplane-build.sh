@@ -56,7 +56,12 @@ need() { local b; for b in "${todo[@]}"; do [[ $b == "$1" ]] && return 0; done; 
 build_kubernetes() {
   local mod="$work/kubernetes" gomod minor
   mkdir -p "$mod"
-  gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p') || true
+  if [[ -z $gomod ]]; then
+    log "k8s.io/kubernetes@${K8S_VERSION} is not served by the Go module proxy: pick another patch release"
+    go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Error": //p' >&2 || true
+    return 1
+  fi
   # kubernetes' go.mod replaces its staging modules with local paths, which `go install` refuses;
   # a wrapper module points each of them at the published staging version instead.
   local staging_version="v0.${K8S_VERSION#v1.}"
