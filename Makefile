@@ -98,7 +98,7 @@ test: manifests generate fmt vet envtest test-manifests ## Unit tests, then inte
 	go test ./... $(GO_TEST_FLAGS) -coverprofile cover.out
 
 # Every Kubernetes minor the operator supports, at the patch release the tests build.
-TEST_K8S_VERSIONS_ALL ?= $(K8S_OLDEST_VERSION) v1.33.6 v1.34.4 v1.35.4 v1.36.3 $(K8S_VERSION)
+TEST_K8S_VERSIONS_ALL ?= $(K8S_OLDEST_VERSION) v1.33.5 v1.34.4 v1.35.4 v1.36.3 $(K8S_VERSION)
 # The versions make test-versions (and CI) runs the integration suite against, besides make
 # test's $(K8S_VERSION): the oldest supported, and 1.36, the last minor whose API server
 # defaults pod-level requests before the admission webhooks run (1.37 moved it after them).

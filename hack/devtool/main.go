@@ -145,7 +145,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
 		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY [MONITORING] | image BINARY OUT.tar NAME:TAG VERSION | " +
-		"registry PORT DIR [AUTH_FILE] | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...] | conflictcheck DIR[/...]|FILE...")
+		"registry PORT DIR [AUTH_FILE] | conflictcheck DIR[/...]|FILE... | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
 }
 
 func joinInts(v []int) string {
