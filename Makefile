@@ -48,7 +48,7 @@ help: ## Display this help.
 ##@ Development
 
 # The packages controller-gen reads for markers. Not ./...: controller-gen also walks into nested
-# Go modules (hack/certmanager holds cert-manager's commands, which need their own go.sum).
+# Go modules (hack/certmanager holds our cert-manager launchers, a module of their own).
 GEN_PATHS = ./api/...;./controllers/...;./internal/...;./cmd/...
 
 .PHONY: manifests

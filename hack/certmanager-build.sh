@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds cert-manager's controller, webhook and cainjector (static binaries) and copies its Helm
 # chart, from the Go module proxy (no image pulls, no binary downloads), into a per-user cache
-# keyed by cert-manager's version, the platform, Go's version and the command sources below.
+# keyed by cert-manager's version, the platform, Go's version and the launcher sources below.
 #
 #   hack/certmanager-build.sh
 #
@@ -12,14 +12,15 @@
 # Safe to run concurrently: a lock serialises builds of the same key.
 #
 # Why hack/certmanager/: cert-manager keeps each binary's main package in a module of its own
-# (cmd/controller, cmd/webhook, cmd/cainjector) whose module path, e.g.
-# github.com/cert-manager/cert-manager/controller-binary, is not the path of its directory in the
-# repository, and which is never tagged; so no Go module proxy can serve it and `go install`
-# cannot fetch it. Only the root module (every package the binaries run) is on the proxy. We carry
-# the three small command modules (main.go and app/, Apache-2.0, unchanged) and build each in a
-# copy that requires the root module at CERT_MANAGER_VERSION; their module paths stay upstream's,
-# since the commands import the root module's internal/ packages, which Go allows only below
-# github.com/cert-manager/cert-manager.
+# whose module path (e.g. github.com/cert-manager/cert-manager/controller-binary) is not its
+# directory in the repository and is never tagged, so no Go module proxy serves it. Only the root
+# module is on the proxy, and it holds everything the binaries run. hack/certmanager/ is one small
+# module of our own with a launcher per binary (see its README.md): each reads the configuration
+# and flags the chart gives it and starts the root module's servers and control loops. This
+# script builds them in a copy of that module that requires the root module at
+# CERT_MANAGER_VERSION. Its module path is below github.com/cert-manager/cert-manager because the
+# launchers import the root module's internal/ packages, which Go allows only from below there;
+# they use the root module's APIs directly, so a cert-manager minor that changes them fails here.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ components=(controller webhook cainjector)
 
 log() { printf '[cert-manager] %s\n' "$*" >&2; }
 
-# The carried sources are part of the key: changing them rebuilds.
+# The launchers' sources are part of the key: changing them rebuilds.
 src_hash=$(cd "$src" && find . -type f \( -name '*.go' -o -name go.mod \) -print0 | LC_ALL=C sort -z |
   xargs -0 sha256sum | sha256sum | cut -c1-12)
 cache_root=${SIDECARSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sidecarset-operator}
@@ -55,10 +56,6 @@ if complete; then
   exit 0
 fi
 
-src_version=$(sed -n 's#^// cert-manager.s cmd/controller/go.mod at \(v[0-9.]*\) .*#\1#p' "$src/controller/go.mod")
-if [[ ${src_version%.*} != "${CERT_MANAGER_VERSION%.*}" ]]; then
-  log "WARNING: hack/certmanager holds cert-manager ${src_version:-?}'s commands; building them against $CERT_MANAGER_VERSION may fail"
-fi
 log "building cert-manager $CERT_MANAGER_VERSION into $dest (cold: about 10 minutes on 2 cores)"
 
 work=$(mktemp -d)
@@ -73,23 +70,25 @@ ldflags="-s -w -X $CM_MODULE/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
 # higher version a newer cert-manager requires.
 floors=(github.com/Venafi/vcert/v5@v5.13.8)
 
+# The launchers' module, requiring the root module at the version to build (MVS settles the rest).
+cp -r "$src" "$work/launchers"
+chmod -R u+w "$work/launchers"
+(
+  cd "$work/launchers"
+  go mod edit -require="$CM_MODULE@$CERT_MANAGER_VERSION" "${floors[@]/#/-require=}"
+  go mod tidy
+)
+
 # One component at a time, to keep the machine light; they share the build cache.
 for c in "${components[@]}"; do
   start=$SECONDS
-  cp -r "$src/$c" "$work/$c"
-  chmod -R u+w "$work/$c"
-  (
-    cd "$work/$c"
-    go mod edit -require="$CM_MODULE@$CERT_MANAGER_VERSION" "${floors[@]/#/-require=}"
-    go mod tidy
-    go build -trimpath -ldflags "$ldflags" -o "$work/out/cert-manager-$c" .
-  )
+  (cd "$work/launchers" && go build -trimpath -ldflags "$ldflags" -o "$work/out/cert-manager-$c" "./$c")
   log "built cert-manager-$c ($((SECONDS - start))s)"
 done
 
 # The chart is in the root module's source; its Chart.yaml carries v0.0.0 placeholders that
 # cert-manager's release tooling fills in.
-mod_dir=$(cd "$work/controller" && go list -m -f '{{.Dir}}' "$CM_MODULE")
+mod_dir=$(cd "$work/launchers" && go list -m -f '{{.Dir}}' "$CM_MODULE")
 cp -r "$mod_dir/deploy/charts/cert-manager" "$work/out/chart"
 chmod -R u+w "$work/out/chart"
 sed -i -E "s/^(version|appVersion): .*/\1: $CERT_MANAGER_VERSION/" "$work/out/chart/Chart.yaml"
