@@ -260,12 +260,20 @@ uninstall: kustomize kubectl ## Remove the CRD (and every SidecarSet) from the c
 # $(LOCALBIN)/deploy, which sets the image: nothing under config/ is edited.
 DEPLOY_DIR = $(LOCALBIN)/deploy
 
+# How long make deploy waits for the manager's Deployment to be rolled out and Ready; empty: it
+# does not wait.
+DEPLOY_WAIT ?= 5m
+
 .PHONY: deploy
-deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...; DEPLOY_CONFIG=config/policy-mode for policy mode).
+deploy: kustomize kubectl ## Deploy to the cluster of the current kubeconfig, which must run cert-manager (IMG=...; DEPLOY_CONFIG=config/policy-mode for policy mode), and wait until the manager is Ready (DEPLOY_WAIT, default 5m; empty: no wait).
 	@mkdir -p $(DEPLOY_DIR)
 	printf 'resources:\n- %s\n' "$$(realpath -m --relative-to=$(DEPLOY_DIR) $(DEPLOY_CONFIG))" > $(DEPLOY_DIR)/kustomization.yaml
 	cd $(DEPLOY_DIR) && $(KUSTOMIZE) edit set image $(CONTROLLER_IMAGE)=$(IMG)
 	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
+	@if [ -n "$(DEPLOY_WAIT)" ]; then \
+		echo "waiting up to $(DEPLOY_WAIT) for the manager to serve (its readiness probe: the webhook server answers TLS and the caches are synced)"; \
+		$(KUBECTL) -n sidecarset-system rollout status deployment/sidecarset-controller-manager --timeout=$(DEPLOY_WAIT); \
+	fi
 
 .PHONY: build-installer
 build-installer: kustomize ## Write dist/install.yaml: CRD, RBAC, manager, webhooks and the cert-manager Issuer/Certificate in one file (IMG=...).
