@@ -226,7 +226,11 @@ install-plugin: ## Build the kubectl plugin and install it into PLUGIN_DIR (defa
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
 	mkdir -p "$(PLUGIN_DIR)"
 	install -m 0755 bin/kubectl-sidecarset "$(PLUGIN_DIR)/kubectl-sidecarset"
-	@echo "installed $(PLUGIN_DIR)/kubectl-sidecarset; with $(PLUGIN_DIR) on PATH, run: kubectl sidecarset --help"
+	@case ":$$PATH:" in \
+		*":$(PLUGIN_DIR):"*) echo "installed $(PLUGIN_DIR)/kubectl-sidecarset; run: kubectl sidecarset --help" ;; \
+		*) echo "installed $(PLUGIN_DIR)/kubectl-sidecarset, but $(PLUGIN_DIR) is not on PATH, so kubectl will not find it:"; \
+		   echo "  export PATH=\"$(PLUGIN_DIR):\$$PATH\"   (or: make install-plugin PLUGIN_DIR=<a directory on PATH>)" ;; \
+	esac
 
 .PHONY: run
 run: manifests generate fmt vet install ## Install the CRD and run the manager on this host against the current kubeconfig.
