@@ -22,14 +22,12 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -120,11 +118,6 @@ func run(f flags) error {
 	if certDir == "" {
 		certDir = olmCertDir
 	}
-	watcher, err := certwatcher.New(filepath.Join(certDir, f.webhookCertName), filepath.Join(certDir, f.webhookCertKey))
-	if err != nil {
-		return err
-	}
-	webhookTLS := append([]func(*tls.Config){func(c *tls.Config) { c.GetCertificate = watcher.GetCertificate }}, tlsOpts...)
 
 	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics, TLSOpts: tlsOpts}
 	if f.secureMetrics {
@@ -144,8 +137,11 @@ func run(f flags) error {
 	// (Kubernetes 1.37 compresses WatchList streams for clients that accept gzip), the API
 	// server being what limits pod creation on a busy control plane (docs/benchmarks.md).
 	cfg.DisableCompression = true
-	// controller-runtime's webhook server with read, write and idle timeouts.
-	webhookServer := ourwebhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: webhookTLS})
+	// controller-runtime's webhook server with read, write and idle timeouts, serving the
+	// certificate in certDir and each renewal of it without a restart; it is ready only while it
+	// presents the certificate the files hold.
+	webhookServer := ourwebhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: tlsOpts,
+		CertDir: certDir, CertName: f.webhookCertName, KeyName: f.webhookCertKey})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(namespace, f.injection),
@@ -162,9 +158,6 @@ func run(f flags) error {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return err
-	}
-	if err := mgr.Add(watcher); err != nil {
 		return err
 	}
 	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection,

@@ -206,6 +206,9 @@ authentication:
   x509: {clientCAFile: $c/ca.crt}
 authorization: {mode: Webhook}
 serializeImagePulls: false
+# A mounted Secret follows its object within one pod sync: every 10 s rather than every minute,
+# so that a renewed webhook certificate reaches the operator in seconds in the tests.
+syncFrequency: 10s
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -53,6 +54,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	started bool
+	// watcher serves the certificate in CertDir, when TLSOpts give no GetCertificate.
+	watcher *certwatcher.CertWatcher
 }
 
 var _ webhook.Server = &Server{}
@@ -143,6 +146,9 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 			return nil, fmt.Errorf("loading the webhook certificate: %w", err)
 		}
 		cfg.GetCertificate = watcher.GetCertificate
+		s.mu.Lock()
+		s.watcher = watcher
+		s.mu.Unlock()
 		go func() {
 			if err := watcher.Start(ctx); err != nil {
 				logf.FromContext(ctx).Error(err, "Watching the webhook certificate failed")
@@ -163,30 +169,87 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// StartedChecker is healthy once the server serves and accepts a TLS connection.
+// StartedChecker is healthy once the server serves and accepts a TLS connection, presenting a
+// certificate that has not expired and, when the server watches CertDir, the one the files there
+// hold now. A replica whose certificate was renewed on disk but not yet read (the watcher reads
+// on a file event or every 10 seconds) reads it at once here rather than report ready while
+// presenting the old one.
 func (s *Server) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		if s.opts.Port < 0 {
 			return nil
 		}
 		s.mu.Lock()
-		started := s.started
+		started, watcher := s.started, s.watcher
 		s.mu.Unlock()
 		if !started {
 			return errors.New("webhook server has not been started yet")
 		}
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		// Only reachability is checked, not who serves: the certificate is not verified.
-		conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)),
-			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a health check of our own listener
+		served, err := s.servedCertificate()
 		if err != nil {
-			return fmt.Errorf("webhook server is not reachable: %w", err)
+			return err
 		}
-		if err := conn.Close(); err != nil {
-			return fmt.Errorf("webhook server is not reachable: closing connection: %w", err)
+		if watcher != nil {
+			onDisk, err := s.certificateOnDisk()
+			if err != nil {
+				return err
+			}
+			if !served.Equal(onDisk) {
+				if err := watcher.ReadCertificate(); err != nil {
+					return fmt.Errorf("webhook server presents a certificate other than %s, and reading that file failed: %w",
+						s.certPath(), err)
+				}
+				if served, err = s.servedCertificate(); err != nil {
+					return err
+				}
+				if !served.Equal(onDisk) {
+					return fmt.Errorf("webhook server presents certificate %s, not %s's %s", served.SerialNumber, s.certPath(), onDisk.SerialNumber)
+				}
+			}
+		}
+		if time.Now().After(served.NotAfter) {
+			return fmt.Errorf("webhook server presents a certificate that expired at %s", served.NotAfter.UTC().Format(time.RFC3339))
 		}
 		return nil
 	}
+}
+
+// servedCertificate connects to the server and returns the leaf certificate it presents.
+func (s *Server) servedCertificate() (*x509.Certificate, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	// The certificate is read, not verified: a health check of our own listener.
+	conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)),
+		&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a health check of our own listener
+	if err != nil {
+		return nil, fmt.Errorf("webhook server is not reachable: %w", err)
+	}
+	peers := conn.ConnectionState().PeerCertificates
+	if err := conn.Close(); err != nil {
+		return nil, fmt.Errorf("webhook server is not reachable: closing connection: %w", err)
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("webhook server presents no certificate")
+	}
+	return peers[0], nil
+}
+
+func (s *Server) certPath() string { return filepath.Join(s.opts.CertDir, s.opts.CertName) }
+
+// certificateOnDisk is the first certificate in CertDir's certificate file.
+func (s *Server) certificateOnDisk() (*x509.Certificate, error) {
+	data, err := os.ReadFile(s.certPath())
+	if err != nil {
+		return nil, fmt.Errorf("reading the webhook certificate: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s does not begin with a PEM certificate", s.certPath())
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", s.certPath(), err)
+	}
+	return cert, nil
 }
 
 // WebhookMux returns the mux the webhooks are registered on.

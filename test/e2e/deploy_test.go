@@ -98,7 +98,7 @@ func TestDeployManifests(t *testing.T) {
 
 	// The dry run must be able to fail: broken copies of rendered objects are refused.
 	t.Run("broken objects are refused", func(t *testing.T) {
-		cert := findRendered(t, objs, "Certificate").DeepCopy()
+		cert := renderedOfKind(objs, "Certificate")[0].DeepCopy()
 		unstructured.RemoveNestedField(cert.Object, "spec", "secretName")
 		if err := applyDryRun(cert); !apierrors.IsInvalid(err) {
 			t.Errorf("a Certificate without spec.secretName: want Invalid from cert-manager's CRD schema, got %v", err)
@@ -294,16 +294,34 @@ func ensureNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
 
 func findRendered(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
 	t.Helper()
+	found := renderedOfKind(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("config/default renders %d objects of kind %s; want exactly one", len(found), kind)
+	}
+	return found[0]
+}
+
+// renderedOfKind is every rendered object of kind.
+func renderedOfKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
 	var found []*unstructured.Unstructured
 	for _, obj := range objs {
 		if obj.GetKind() == kind {
 			found = append(found, obj)
 		}
 	}
-	if len(found) != 1 {
-		t.Fatalf("config/default renders %d objects of kind %s; want exactly one", len(found), kind)
+	return found
+}
+
+// findNamed is the rendered object of kind in namespace named name.
+func findNamed(t *testing.T, objs []*unstructured.Unstructured, kind, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, obj := range renderedOfKind(objs, kind) {
+		if obj.GetNamespace() == namespace && obj.GetName() == name {
+			return obj
+		}
 	}
-	return found[0]
+	t.Fatalf("config/default renders no %s %s/%s", kind, namespace, name)
+	return nil
 }
 
 // decodeStrict converts a rendered object into its Go type, failing on unknown fields.
@@ -316,29 +334,50 @@ func decodeStrict(t *testing.T, obj *unstructured.Unstructured, into runtime.Obj
 
 // checkCertificateWiring follows every reference between the cert-manager objects and the
 // operator's: the names are derived from the rendered objects, not hard-coded, so a rename in
-// one place that misses another fails here.
+// one place that misses another fails here. The chain: the webhook configurations take their
+// caBundle from the serving Certificate, which a CA Issuer signs with the CA Certificate's
+// Secret, which a self-signed Issuer signs, so that renewing the serving certificate leaves the
+// caBundle as it is.
 func checkCertificateWiring(t *testing.T, objs []*unstructured.Unstructured) {
 	var (
-		cert     certmanagerv1.Certificate
-		issuer   certmanagerv1.Issuer
-		dep      appsv1.Deployment
-		mutating admissionregistrationv1.MutatingWebhookConfiguration
-		validate admissionregistrationv1.ValidatingWebhookConfiguration
+		cert, caCert     certmanagerv1.Certificate
+		caIssuer, issuer certmanagerv1.Issuer
+		dep              appsv1.Deployment
+		mutating         admissionregistrationv1.MutatingWebhookConfiguration
+		validate         admissionregistrationv1.ValidatingWebhookConfiguration
 	)
-	decodeStrict(t, findRendered(t, objs, "Certificate"), &cert)
-	decodeStrict(t, findRendered(t, objs, "Issuer"), &issuer)
 	decodeStrict(t, findRendered(t, objs, "Deployment"), &dep)
 	decodeStrict(t, findRendered(t, objs, "MutatingWebhookConfiguration"), &mutating)
 	decodeStrict(t, findRendered(t, objs, "ValidatingWebhookConfiguration"), &validate)
-
-	ref := cert.Spec.IssuerRef
-	if (ref.Kind != "" && ref.Kind != "Issuer") || (ref.Group != "" && ref.Group != "cert-manager.io") ||
-		ref.Name != issuer.Name || issuer.Namespace != cert.Namespace {
-		t.Errorf("Certificate %s/%s refers to issuer %+v; the rendered Issuer is %s/%s",
-			cert.Namespace, cert.Name, ref, issuer.Namespace, issuer.Name)
+	injectFrom := mutating.Annotations["cert-manager.io/inject-ca-from"]
+	certNamespace, certName, _ := strings.Cut(injectFrom, "/")
+	decodeStrict(t, findNamed(t, objs, "Certificate", certNamespace, certName), &cert)
+	issuerRef := func(c *certmanagerv1.Certificate, into *certmanagerv1.Issuer) {
+		ref := c.Spec.IssuerRef
+		if (ref.Kind != "" && ref.Kind != "Issuer") || (ref.Group != "" && ref.Group != "cert-manager.io") {
+			t.Fatalf("Certificate %s refers to issuer %+v; want an Issuer of its namespace", c.Name, ref)
+		}
+		decodeStrict(t, findNamed(t, objs, "Issuer", c.Namespace, ref.Name), into)
 	}
-	if issuer.Spec.SelfSigned == nil && issuer.Spec.CA == nil {
-		t.Errorf("Issuer %s has neither selfSigned nor ca: %+v", issuer.Name, issuer.Spec)
+	issuerRef(&cert, &caIssuer)
+	if caIssuer.Spec.CA == nil {
+		t.Fatalf("the serving Certificate's Issuer %s is not a CA Issuer (%+v): each renewal would change the caBundle", caIssuer.Name, caIssuer.Spec)
+	}
+	var caFound bool
+	for _, obj := range renderedOfKind(objs, "Certificate") {
+		var c certmanagerv1.Certificate
+		decodeStrict(t, obj, &c)
+		if c.Namespace == caIssuer.Namespace && c.Spec.SecretName == caIssuer.Spec.CA.SecretName {
+			caCert, caFound = c, true
+		}
+	}
+	if !caFound || !caCert.Spec.IsCA {
+		t.Fatalf("the CA Issuer %s signs with Secret %s, which no CA Certificate writes (found %v, isCA %v)",
+			caIssuer.Name, caIssuer.Spec.CA.SecretName, caFound, caCert.Spec.IsCA)
+	}
+	issuerRef(&caCert, &issuer)
+	if issuer.Spec.SelfSigned == nil {
+		t.Errorf("the CA Certificate %s is signed by %s, which is not self-signed: %+v", caCert.Name, issuer.Name, issuer.Spec)
 	}
 
 	if dep.Namespace != cert.Namespace {
@@ -358,7 +397,6 @@ func checkCertificateWiring(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("Certificate dnsNames = %v; the webhook Service %s/%s needs %v", cert.Spec.DNSNames, svc.Namespace, svc.Name, want)
 	}
 
-	injectFrom := cert.Namespace + "/" + cert.Name
 	for _, m := range []metav1.Object{&mutating, &validate} {
 		if got := m.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != injectFrom {
 			t.Errorf("%s: cert-manager.io/inject-ca-from = %q, want %q", m.GetName(), got, injectFrom)
@@ -576,7 +614,9 @@ func helmChart(t *testing.T) {
 		case "MutatingWebhookConfiguration":
 			must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &hook))
 		case "Certificate":
-			must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cert))
+			if obj.GetName() == "sidecarset-serving-cert" {
+				must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cert))
+			}
 		case "Service":
 			if strings.Contains(obj.GetName(), "metrics") {
 				t.Errorf("metrics.enabled=false still renders %s", obj.GetName())

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -210,9 +211,16 @@ func TestPodWebhookOnlySeesOptedInPods(t *testing.T) {
 func TestCertManagerObjectsDecode(t *testing.T) {
 	objs := rendered(t)
 	cert := get[*certmanagerv1.Certificate](t, objs, "Certificate/sidecarset-serving-cert")
-	if cert.Spec.IssuerRef.Name != "sidecarset-selfsigned-issuer" || cert.Spec.SecretName != "webhook-server-cert" ||
+	if cert.Spec.IssuerRef.Name != "sidecarset-ca-issuer" || cert.Spec.SecretName != "webhook-server-cert" ||
 		!slices.Contains(cert.Spec.DNSNames, "sidecarset-webhook-service.sidecarset-system.svc") {
 		t.Errorf("certificate spec = %+v", cert.Spec)
+	}
+	// Renewing the serving certificate keeps its CA, and so the webhooks' caBundle.
+	caIssuer := get[*certmanagerv1.Issuer](t, objs, "Issuer/sidecarset-ca-issuer")
+	ca := get[*certmanagerv1.Certificate](t, objs, "Certificate/sidecarset-webhook-ca")
+	if caIssuer.Spec.CA == nil || caIssuer.Spec.CA.SecretName != ca.Spec.SecretName || !ca.Spec.IsCA ||
+		ca.Spec.IssuerRef.Name != "sidecarset-selfsigned-issuer" || ca.Spec.Duration == nil || ca.Spec.Duration.Duration < 5*365*24*time.Hour {
+		t.Errorf("CA issuer %+v, CA certificate %+v: want a CA Issuer signing with a long-lived CA Certificate's Secret", caIssuer.Spec, ca.Spec)
 	}
 	issuer := get[*certmanagerv1.Issuer](t, objs, "Issuer/sidecarset-selfsigned-issuer")
 	if issuer.Spec.SelfSigned == nil {

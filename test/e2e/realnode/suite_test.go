@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	certmanagerv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,6 +86,10 @@ func setup() error {
 	ctrl.SetLogger(logr.Discard())
 	scheme, err := operator.NewScheme()
 	if err != nil {
+		return err
+	}
+	// cert-manager's types, for the certificate rotation test.
+	if err := certmanagerv1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
