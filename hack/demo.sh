@@ -13,7 +13,8 @@
 #   hack/demo.sh operator-start [NAME] [MANAGER FLAGS...]
 #                           start replica NAME (default operator-0) and wait for its /readyz;
 #                           SIDECARSET_OPERATOR_WAIT=0 skips the wait, POD_NAMESPACE defaults to
-#                           sidecarset-system
+#                           sidecarset-system, SIDECARSET_OPERATOR_KUBECONFIG replaces the
+#                           cluster's kubeconfig (a test's proxy in front of the API server)
 #   hack/demo.sh operator-stop [NAME|--all] [SIGNAL]
 #                           stop replica NAME (default operator-0): SIGNAL (default TERM), KILL
 #                           after 10 s
@@ -121,7 +122,7 @@ cmd_operator_start() {
   printf 'OPERATOR_WEBHOOK_PORT=%s\nOPERATOR_HEALTH_PORT=%s\nOPERATOR_MANAGER_SHA256=%s\n' \
     "$wp" "$hp" "$(manager_sha)" >"$STATE_DIR/operators/$name.env"
   start_bg "$name" env POD_NAMESPACE="${POD_NAMESPACE:-$OPERATOR_NAMESPACE}" POD_NAME="$name" "$MANAGER" \
-    --kubeconfig="$KUBECONFIG_FILE" --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$hp" \
+    --kubeconfig="${SIDECARSET_OPERATOR_KUBECONFIG:-$KUBECONFIG_FILE}" --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$hp" \
     --webhook-cert-path="$WEBHOOK_DIR" --webhook-host=127.0.0.1 --webhook-port="$wp" "$@"
   backend_set "$name" "$wp" "$hp"
   local state=started
