@@ -169,6 +169,24 @@ demo: manifests kustomize ## Run the operator on a local cluster and show it inj
 demo-down: ## Stop the demo's operators, webhook proxy and cluster.
 	hack/demo.sh down
 
+# The cluster make local-cluster starts, and where its kubeconfig is.
+LOCAL_CLUSTER_DIR ?= $(LOCALBIN)/local-cluster
+
+.PHONY: local-cluster
+local-cluster: manifests kustomize helm ## A local cluster to try the operator on, in one command: the control plane, a real node (root), cert-manager, and the operator from its image by make deploy; then export the KUBECONFIG it prints. make local-cluster-down stops it.
+	export SIDECARSET_CLUSTER_DIR="$(LOCAL_CLUSTER_DIR)" SIDECARSET_REAL_NODE=true KUBECONFIG="$(LOCAL_CLUSTER_DIR)/kubeconfig"; \
+	hack/cluster.sh up && hack/node.sh cert-manager && \
+	img="$$(hack/node.sh registry)/sidecarset-operator:dev" && \
+	$(MAKE) image IMG="$$img" && hack/node.sh push sidecarset-operator:dev bin/manager-image.tar && \
+	$(MAKE) deploy IMG="$$img" DEPLOY_CONFIG="$$(hack/node.sh deploy-config)" && \
+	echo "The operator runs on a local cluster with a real node. Use it with:" && \
+	echo "  export KUBECONFIG=$(LOCAL_CLUSTER_DIR)/kubeconfig" && \
+	echo "Images for its pods: $$(hack/node.sh registry)/NAME:TAG (docs/development.md says how to push your own)."
+
+.PHONY: local-cluster-down
+local-cluster-down: ## Stop what make local-cluster started (the node, its containers and the control plane) and remove its directory.
+	SIDECARSET_CLUSTER_DIR="$(LOCAL_CLUSTER_DIR)" SIDECARSET_REAL_NODE=true hack/cluster.sh down
+
 E2E_CLUSTER_DIR ?= $(LOCALBIN)/e2e-cluster
 
 .PHONY: test-e2e
