@@ -158,8 +158,9 @@ func startInterruptedRollout(t *testing.T, name, app, delayMs string) *interrupt
 				MaxUnavailable: ptr.To(intstr.FromInt32(2))},
 		},
 	}
-	must(t, k8s.Create(ctx, r.set))
-	t.Cleanup(func() { deleteIgnoreNotFound(t, r.set) })
+	// Observed before its pods are created: a replica whose informers have not delivered the set
+	// yet (behind a slow API server, say) would admit them without their sidecars.
+	createSet(t, r.set)
 	newDeploymentWith(t, r.ns, app, 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": delayMs})
 	waitForCounts(t, r.set, counts{6, 6, 6, 6}, converge)
 	r.budget = watchBudget(t, r.ns)
