@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -62,24 +61,9 @@ func writeCertificate(t *testing.T, dir string, serial int64, notAfter time.Time
 // returns it and its address once it has started.
 func startCertDirServer(t *testing.T, dir string) (*Server, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	s := NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start() = %v", err)
-		}
-	})
+	runServer(t, s)
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := s.servedCertificate(); err == nil {

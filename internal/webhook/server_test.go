@@ -139,6 +139,25 @@ func startServer(t *testing.T, timeouts Timeouts) string {
 	hs.StartTLS()
 	cert := hs.TLS.Certificates[0]
 	hs.Close()
+	port := freePort(t)
+	s := NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+		c.NextProtos = []string{"http/1.1"}
+	}}})
+	s.timeouts = timeouts
+	s.Register(PodInjectorPath, NewReview(&recorder{}))
+	runServer(t, s)
+	for deadline := time.Now().Add(10 * time.Second); s.StartedChecker()(nil) != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not start: %v", s.StartedChecker()(nil))
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+}
+
+// freePort is a local port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +166,12 @@ func startServer(t *testing.T, timeouts Timeouts) string {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
-		c.NextProtos = []string{"http/1.1"}
-	}}})
-	s.timeouts = timeouts
-	s.Register(PodInjectorPath, NewReview(&recorder{}))
+	return port
+}
+
+// runServer starts s until the test ends, and fails the test if it returns an error.
+func runServer(t *testing.T, s *Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
@@ -162,12 +181,6 @@ func startServer(t *testing.T, timeouts Timeouts) string {
 			t.Errorf("Start() = %v", err)
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); s.StartedChecker()(nil) != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start: %v", s.StartedChecker()(nil))
-		}
-	}
-	return net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 }
 
 // closedWithin reports whether the server closes conn within d, reading (and discarding)
