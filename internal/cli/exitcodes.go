@@ -18,6 +18,8 @@ const (
 	// ExitCluster: the cluster could not be reached or refused a read (SidecarSets, revisions,
 	// a namespace, its LimitRanges, a pod, a node).
 	ExitCluster = 3
+	// ExitChanges: upgrade-check found something an upgrade to this version would change.
+	ExitChanges = 4
 )
 
 // exitCodes says what each exit code means, in the words of the help text and of
@@ -32,6 +34,7 @@ var exitCodes = []struct {
 		"(inject then prints nothing; explain prints every verdict, Refused for the SidecarSet the webhook names)"},
 	{ExitUsage, "wrong flags or arguments"},
 	{ExitCluster, "the cluster could not be reached or refused a read"},
+	{ExitChanges, "upgrade-check: upgrading the operator to this version would change a SidecarSet or a pod (the report says which)"},
 }
 
 // exitCodesHelp is the root command's paragraph on exit codes, wrapped for a terminal.

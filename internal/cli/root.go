@@ -113,8 +113,9 @@ func newRootCommand(o *options) *cobra.Command {
 		Short: "Inject, explain and inspect SidecarSets with the operator's own engine",
 		Long: `kubectl sidecarset answers the day-two questions about SidecarSets with the pod webhook's own
 engine: what a manifest looks like injected (inject), why a pod did or did not get a sidecar
-(explain), where a SidecarSet stands (status), and what its rollout's next step does to each
-pod, before it happens (rollout plan).
+(explain), where a SidecarSet stands (status), what its rollout's next step does to each pod,
+before it happens (rollout plan), and what upgrading the operator to this version would change
+(upgrade-check).
 
 ` + exitCodesHelp(),
 		SilenceUsage:  true,
@@ -128,7 +129,7 @@ pod, before it happens (rollout plan).
 		"namespaces never injected besides kube-system and the operator's, as the operator's flag of that name says")
 	cmd.PersistentFlags().StringSliceVar(&o.allowedKeys, "patch-pod-metadata-allowed-keys", nil,
 		"annotation keys SidecarSets may patch onto pods, as the operator's flag of that name says (exact keys or prefix/*); empty allows none")
-	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newConvertCommand(o))
+	cmd.AddCommand(newInjectCommand(o), newExplainCommand(o), newStatusCommand(o), newRolloutCommand(o), newConvertCommand(o), newUpgradeCheckCommand(o))
 	return cmd
 }
 

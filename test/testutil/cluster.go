@@ -36,6 +36,7 @@ func (c Cluster) NewNamespace(t testing.TB, prefix string, labels map[string]str
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
 	Must(t, c.Client.Create(c.Ctx, ns))
 	t.Cleanup(func() { DeleteIgnoreNotFound(c.Ctx, t, c.Client, ns) })
+	t.Cleanup(func() { c.logWarnings(t, ns.Name) })
 	c.eventually(t, "the default ServiceAccount of "+ns.Name, func() (bool, string) {
 		err := c.Client.Get(c.Ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
 		return err == nil, fmt.Sprint(err)
@@ -104,4 +105,23 @@ func (c Cluster) PodsOf(t testing.TB, ns, app string) []corev1.Pod {
 		}
 	}
 	return live
+}
+
+// logWarnings logs the namespace's Warning events when the test failed: why the operator
+// (or the kubelet) did not do what the test waited for, while the namespace is still there.
+func (c Cluster) logWarnings(t testing.TB, ns string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	var list corev1.EventList
+	if err := c.Client.List(c.Ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Logf("listing the events of %s: %v", ns, err)
+		return
+	}
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning {
+			t.Logf("event in %s: %s %s/%s (%d times): %s", ns, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Count, e.Message)
+		}
+	}
 }

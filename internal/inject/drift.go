@@ -1,0 +1,41 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+)
+
+// Drift says how the Pod, whose record says the named set injected its current hash, differs
+// from what this engine injects for that content: empty when injecting the Pod afresh gives
+// what it carries. Another version of the engine injected the Pod, and a difference is what
+// this one would do otherwise (a field it renders another way, an override it reads another
+// way). A Pod that records another hash drifts by definition, as the rollout's business: nil.
+// The record is checked as UpdateInPlace checks it; what it may not say is a difference too.
+func Drift(in Input, set string) ([]string, error) {
+	current, ok := in.setByName(set)
+	if !ok || !slices.Contains(in.Sets, current) {
+		return nil, fmt.Errorf("SidecarSet %q is not among the sets that may apply to the pod", set)
+	}
+	records, err := ParseRecords(in.Pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok := records[set]
+	if !ok {
+		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
+	}
+	if rec.Hash != current.Hash {
+		return nil, nil
+	}
+	if refused := checkRecord(&rec, current, nil, in.AllowedAnnotations); len(refused) > 0 {
+		return refused, nil
+	}
+	in.Pod = withPolicyResourcesOf(asRecorded(in.Pod, rec, current), rec, current)
+	res, err := Apply(in)
+	if err != nil {
+		return []string{err.Error()}, nil
+	}
+	return differences(in.Pod, res, set, "differs from what this version injects"), nil
+}
