@@ -129,7 +129,15 @@ func (r *RolloutReconciler) injectedRevision(ctx context.Context, c *inject.Comp
 		return nil, nil
 	}
 	var rev appsv1.ControllerRevision
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: revision.Name(c.Name(), hash)}, &rev); err != nil {
+	key := types.NamespacedName{Namespace: r.Namespace, Name: revision.Name(c.Name(), hash)}
+	err := r.Client.Get(ctx, key, &rev)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		// "Not stored" makes the Pod not updatable until its next change, so it is the API
+		// server's word, not a cache's that may lag behind (a watch broken by a failing API
+		// server, relisting with backoff). A failed read is tried again, never a verdict.
+		err = r.APIReader.Get(ctx, key, &rev)
+	}
+	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
 	old, err := revision.Content(c.Set, &rev)

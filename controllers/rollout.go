@@ -48,7 +48,8 @@ var errStale = errors.New("a pod changed while it was being updated; retrying")
 type RolloutReconciler struct {
 	// Client reads SidecarSets and ControllerRevisions from the manager's cache and patches Pods.
 	Client client.Client
-	// APIReader reads Pods whole (the cache keeps no Pod spec) and Nodes, from the API server.
+	// APIReader reads Pods whole (the cache keeps no Pod spec), Nodes, and a revision the cache
+	// does not hold, from the API server.
 	APIReader client.Reader
 	// Sets is the compiled view of the SidecarSets: which sets inject, and the candidates an
 	// update is checked against.

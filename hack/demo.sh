@@ -24,7 +24,8 @@
 # State: ${SIDECARSET_CLUSTER_DIR:-<repo>/bin/cluster}, shared with hack/cluster.sh; a replica's
 # log is logs/NAME.log, its pid pids/NAME.pid, its ports operators/NAME.env.
 # Timeouts in seconds: SIDECARSET_OPERATOR_TIMEOUT (a replica's /readyz, default 60),
-# SIDECARSET_DEMO_TIMEOUT (SidecarSets converging, default 120).
+# SIDECARSET_DEMO_TIMEOUT (SidecarSets converging, default 120). operator-start runs
+# SIDECARSET_MANAGER in place of bin/manager when set (the upgrade test runs a previous release).
 set -euo pipefail
 LOG_PREFIX=demo
 # shellcheck source=hack/lib/common.sh
@@ -33,7 +34,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/webhook.sh"
 
 CLUSTER=$REPO_ROOT/hack/cluster.sh
-MANAGER=$REPO_ROOT/bin/manager
+MANAGER=${SIDECARSET_MANAGER:-$REPO_ROOT/bin/manager}
 OPERATOR_NAMESPACE=sidecarset-system
 OPERATOR_TIMEOUT=${SIDECARSET_OPERATOR_TIMEOUT:-60}
 DEMO_TIMEOUT=${SIDECARSET_DEMO_TIMEOUT:-120}

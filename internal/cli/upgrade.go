@@ -343,11 +343,11 @@ func (r *UpgradeReport) add(s UpgradeSet) {
 }
 
 // buildVersion is the commit this plugin was built from (with "+dirty" when the tree had
-// changes), or the module version, or "unknown".
+// changes), or the module version, or "a development build" (go run, go test).
 func buildVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return "a development build"
 	}
 	var rev, modified string
 	for _, s := range info.Settings {
@@ -363,15 +363,15 @@ func buildVersion() string {
 		return rev + "+dirty"
 	case rev != "":
 		return rev
-	case info.Main.Version != "":
+	case info.Main.Version != "" && info.Main.Version != "(devel)":
 		return info.Main.Version
 	}
-	return "unknown"
+	return "a development build"
 }
 
 // printUpgradeReport prints a table of the SidecarSets, then one of the pods that change.
 func printUpgradeReport(out io.Writer, r *UpgradeReport) error {
-	fmt.Fprintf(out, "Checked against this plugin's version %s: %d SidecarSets, %d pods.\n\n", r.Version, r.Summary.SidecarSets, r.Summary.PodsChecked)
+	fmt.Fprintf(out, "Checked with this plugin (%s): %d SidecarSets, %d pods.\n\n", r.Version, r.Summary.SidecarSets, r.Summary.PodsChecked)
 	w := printers.GetNewTabWriter(out)
 	fmt.Fprintln(w, "SIDECARSET\tCHANGE\tHASH NOW\tHASH AFTER\tPODS CHECKED\tPODS CHANGED\tWHY")
 	for _, s := range r.SidecarSets {

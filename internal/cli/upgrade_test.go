@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,35 @@ func TestSampled(t *testing.T) {
 		if got := keys(sampled(pods, tc.n)); got != tc.want {
 			t.Errorf("sample of %d: %s; want %s", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestUpgradeReportPrinted: the sets' table, then the pods' one only when a pod changes; and
+// the exit code says whether anything would.
+func TestUpgradeReportPrinted(t *testing.T) {
+	r := &UpgradeReport{Version: "v0.2.0"}
+	r.add(UpgradeSet{Name: "mesh", Change: SetUnchanged, RunningHash: "aaaa", Hash: "aaaa", PodsSelected: 4, PodsChecked: 2})
+	var out bytes.Buffer
+	if err := printUpgradeReport(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Changed() || !strings.Contains(out.String(), "2 of 4") || !strings.Contains(out.String(), "No pod the running operator counts as current") {
+		t.Errorf("changed %v, printed:\n%s", r.Changed(), out.String())
+	}
+	r.add(UpgradeSet{Name: "logs", Change: SetRehashed, Why: "this version computes hash bbbb", RunningHash: "aaaa", Hash: "bbbb", PodsChecked: 1,
+		EditsRefused: []string{"spec.containers[0].name: Invalid"},
+		Pods:         []UpgradePod{{Namespace: "shop", Name: "web-0", Now: ActionCurrent, After: ActionInPlace, Why: "outdated"}}})
+	out.Reset()
+	if err := printUpgradeReport(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"logs ", "rehashed", "its next edit must fix what this version's validation refuses: spec.containers[0].name: Invalid",
+		"NAMESPACE", "shop ", "web-0", "update in place"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, out.String())
+		}
+	}
+	if !r.Changed() || r.Summary.SetsChanged != 1 || r.Summary.PodsChanged != 1 || r.Summary.PodsChecked != 3 {
+		t.Errorf("summary %+v, changed %v; want 1 set and 1 pod changed of 3 checked", r.Summary, r.Changed())
 	}
 }

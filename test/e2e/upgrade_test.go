@@ -1,0 +1,236 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/cli"
+)
+
+// TestUpgradeFromPreviousRelease runs the previous release (releases.txt's last line, built from
+// its commit) as two replicas, with a Deployment whose in-place rollout is in flight and opted-in
+// pods created several times a second, then replaces the replicas one at a time by this commit's,
+// as a Deployment's rolling update does. Before the upgrade, this commit's upgrade-check reports
+// nothing to change. The bar: no pod creation refused or stored without its sidecars, no pod
+// patched by the upgrade itself (one patch per pod of the rollout, none of the other pods), the
+// budget held, and the rollout finished by the new replicas.
+func TestUpgradeFromPreviousRelease(t *testing.T) {
+	version, old := previousRelease(t)
+
+	// The previous release runs both replicas.
+	stopOperator(t, "operator-0", "TERM")
+	t.Cleanup(func() {
+		for _, name := range []string{"release-0", "release-1", "upgraded-0", "upgraded-1"} {
+			if err := run("operator-stop", name); err != nil {
+				t.Error(err)
+			}
+		}
+		must(t, startOperator("operator-0"))
+	})
+	for _, name := range []string{"release-0", "release-1"} {
+		must(t, runWithEnv([]string{"SIDECARSET_MANAGER=" + old}, "operator-start", name, "--leader-elect", "--leader-election-namespace", operatorNamespace))
+	}
+
+	ns := newNamespace(t, "upgrade", nil)
+	set := createSet(t, &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-upgrade"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:   &metav1.LabelSelector{MatchLabels: map[string]string{"app": "upgraded"}},
+			Containers: []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1.0"}}},
+			UpdateStrategy: appsv1alpha1.UpdateStrategy{Type: appsv1alpha1.RollingUpdate,
+				MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+		},
+	})
+	burst := createAgentSet(t, "e2e-upgrade-burst", "burst")
+	newDeploymentWith(t, ns, "upgraded", 6, map[string]string{"sidecar-update.stage.sidecarset.io/delay": "3000"})
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	before := map[string]string{} // pod name -> UID: none may be recreated
+	for _, p := range podsOf(t, ns, "upgraded") {
+		before[p.Name] = string(p.UID)
+	}
+
+	// This commit's plugin, against the running release: nothing to change.
+	report, code := upgradeCheck(t)
+	t.Logf("kubectl sidecarset upgrade-check against %s, exit %d:\n%s", version, code, report)
+	if code != cli.ExitOK {
+		t.Errorf("upgrade-check against %s exited %d; want %d (nothing to change)", version, code, cli.ExitOK)
+	}
+
+	load := startCreations(t, newNamespace(t, "upgrade-burst", nil), "burst", 250*time.Millisecond, burst.Spec.Containers[0].Name)
+	budget := watchBudget(t, ns)
+	budget.Reset()
+	writes := podWrites(t)
+	editSet(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
+	eventually(t, converge, "the rollout to be under way", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
+		return cur.Status.UpdatedPods >= 1 && cur.Status.UpdatedPods < 6, fmt.Sprintf("%d updated", cur.Status.UpdatedPods)
+	})
+
+	// The rolling update: a new replica, Ready, then an old one stopped (TERM: it releases the
+	// lease if it leads), twice.
+	start := time.Now()
+	for i, name := range []string{"upgraded-0", "upgraded-1"} {
+		must(t, startOperator(name))
+		stopOperator(t, fmt.Sprintf("release-%d", i), "TERM")
+	}
+	upgraded := time.Since(start)
+	var mid appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &mid))
+	if mid.Status.UpdatedPods >= 6 {
+		t.Errorf("the rollout was over before the last old replica stopped (%d updated): the upgrade must happen mid-rollout", mid.Status.UpdatedPods)
+	}
+
+	waitForRollout(t, set, "Complete", "6 of 6 matched pods carry hash")
+	waitForCounts(t, set, counts{6, 6, 6, 6}, converge)
+	created := load.stop(t)
+	patched := podWrites(t) - writes
+	t.Logf("upgraded %s to this commit in %s with a rollout in flight (%d of 6 pods updated when the last old replica stopped): %d pods created meanwhile (%d refused, %d without their sidecars), "+
+		"%.0f pod writes for a rollout of 6 pods, highest unavailable %d of 1", version, upgraded.Round(time.Millisecond), mid.Status.UpdatedPods,
+		created.created, len(created.failed), len(created.bare), patched, budget.Highest())
+	for _, f := range append(created.failed, created.bare...) {
+		t.Error(f)
+	}
+	if created.created < 10 {
+		t.Errorf("only %d pods created during the upgrade; the test needs a steady stream", created.created)
+	}
+	if patched != 6 {
+		t.Errorf("%.0f pod writes; want 6, one per pod of the rollout and none by the upgrade itself", patched)
+	}
+	if budget.Highest() > 1 {
+		t.Errorf("highest unavailable %d exceeds maxUnavailable 1", budget.Highest())
+	}
+	for _, p := range podsOf(t, ns, "upgraded") {
+		if uid, ok := before[p.Name]; !ok || uid != string(p.UID) {
+			t.Errorf("pod %s was recreated during the upgrade", p.Name)
+		}
+		if img := containerNamed(p.Spec.Containers, "agent").Image; img != "registry.example/agent:2.0" || restarts(&p, "agent") != 1 {
+			t.Errorf("pod %s: agent %s restarted %d times; want 2.0 and one restart", p.Name, img, restarts(&p, "agent"))
+		}
+	}
+}
+
+// previousRelease is the last release of releases.txt and its manager, built from the
+// release's commit (kept in bin/releases/COMMIT, so a later run reuses it).
+func previousRelease(t *testing.T) (version, manager string) {
+	t.Helper()
+	root := strings.TrimSpace(output(t, "git", "rev-parse", "--show-toplevel"))
+	f, err := os.Open(filepath.Join(root, "releases.txt"))
+	must(t, err)
+	defer func() { _ = f.Close() }()
+	var commit string
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if fields := strings.Fields(s.Text()); len(fields) == 3 && !strings.HasPrefix(fields[0], "#") {
+			version, commit = fields[0], fields[1]
+		}
+	}
+	if commit == "" {
+		t.Fatal("releases.txt names no release")
+	}
+	if err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
+		t.Fatalf("the commit of %s (%s) is not in this clone (a shallow one?): fetch it, for example with git fetch --unshallow", version, commit)
+	}
+	manager = filepath.Join(root, "bin", "releases", commit, "manager")
+	if _, err := os.Stat(manager); err == nil {
+		return version, manager
+	}
+	src := t.TempDir()
+	tarball := filepath.Join(src, "release.tar")
+	for _, cmd := range [][]string{{"git", "-C", root, "archive", "-o", tarball, commit}, {"tar", "-x", "-f", tarball, "-C", src}} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", manager, ".")
+	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager of %s (%s): %v\n%s", version, commit, err, out)
+	}
+	return version, manager
+}
+
+func output(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	must(t, err)
+	return string(out)
+}
+
+// upgradeCheck runs this commit's kubectl sidecarset upgrade-check against the cluster and
+// returns its report and exit code.
+func upgradeCheck(t *testing.T) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := cli.Run(ctx, []string{"upgrade-check", "--operator-namespace", operatorNamespace},
+		genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	return out.String() + errOut.String(), code
+}
+
+// creations creates opted-in pods at a steady pace until stopped, and keeps what went wrong:
+// each creation refused, and each pod stored without its sidecar.
+type creations struct {
+	done    chan struct{}
+	wg      sync.WaitGroup
+	created int
+	failed  []string
+	bare    []string
+}
+
+func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar string) *creations {
+	t.Helper()
+	c := &creations{done: make(chan struct{})}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-c.done:
+				return
+			case <-tick.C:
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i),
+				Labels: map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}}, Spec: podSpec()}
+			switch err := k8s.Create(ctx, pod); {
+			case err != nil:
+				c.failed = append(c.failed, fmt.Sprintf("creating pod %s at %s: %v", pod.Name, time.Now().Format(time.StampMilli), err))
+			case !hasContainer(pod, sidecar):
+				c.bare = append(c.bare, fmt.Sprintf("pod %s stored without %s at %s", pod.Name, sidecar, time.Now().Format(time.StampMilli)))
+			default:
+				c.created++
+			}
+		}
+	}()
+	t.Cleanup(func() { c.stop(t) })
+	return c
+}
+
+// stop ends the creations (once) and returns what they did.
+func (c *creations) stop(*testing.T) *creations {
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+	}
+	c.wg.Wait()
+	return c
+}
