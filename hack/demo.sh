@@ -15,9 +15,10 @@
 #                           SIDECARSET_OPERATOR_WAIT=0 skips the wait, POD_NAMESPACE defaults to
 #                           sidecarset-system, SIDECARSET_OPERATOR_KUBECONFIG replaces the
 #                           cluster's kubeconfig (a test's proxy in front of the API server)
-#   hack/demo.sh operator-stop [NAME|--all] [SIGNAL]
+#   hack/demo.sh operator-stop [NAME|--all] [SIGNAL] [keep]
 #                           stop replica NAME (default operator-0): SIGNAL (default TERM), KILL
-#                           after 10 s
+#                           after 10 s; keep leaves it in the webhook proxy, as a dead pod stays
+#                           among a Service's endpoints until it is seen not ready
 #   hack/demo.sh status     every recorded process and port (hack/cluster.sh status)
 #   hack/demo.sh env        print `export KUBECONFIG=...`
 #
@@ -138,9 +139,13 @@ cmd_operator_start() {
     "health 127.0.0.1:$hp, log $(log_file "$name") ($(since "$start"))"
 }
 
-# cmd_operator_stop [NAME|--all] [SIGNAL]: take the replica out of the proxy, then stop it.
+# cmd_operator_stop [NAME|--all] [SIGNAL] [keep]: take the replica out of the proxy, then stop it.
+# With keep, the proxy keeps it, as a Service keeps a killed pod's endpoint until the pod is
+# seen not ready (the proxy skips a replica whose /readyz fails, and falls over when one refuses);
+# a later operator-stop NAME takes it out.
 cmd_operator_stop() {
-  local target=${1:-operator-0} signal=${2:-TERM} names=() f name
+  local target=${1:-operator-0} signal=${2:-TERM} keep=${3:-} names=() f name
+  [[ -z $keep || $keep == keep ]] || die "operator-stop: the third argument may only be keep; got $keep"
   if [[ $target == --all ]]; then
     for f in "$STATE_DIR"/operators/*.env; do
       [[ -e $f ]] && names+=("$(basename "$f" .env)")
@@ -151,9 +156,9 @@ cmd_operator_stop() {
   fi
   for name in "${names[@]}"; do
     running "$name" || log "$name is not running"
-    backend_remove "$name"
+    [[ $keep == keep ]] || backend_remove "$name"
     stop_bg "$name" "$signal"
-    rm -f "$STATE_DIR/operators/$name.env"
+    [[ $keep == keep ]] || rm -f "$STATE_DIR/operators/$name.env"
   done
 }
 

@@ -225,9 +225,11 @@ func TestSpecEditMidRollout(t *testing.T) {
 	}
 }
 
-// TestRolloutSurvivesLeaderChange kills the leading replica in the middle of a rollout: the
-// other takes over after the lease and finishes from the pods' records, with one patch per pod
-// and the budget kept.
+// TestRolloutSurvivesLeaderChange kills the leading replica (SIGKILL, left in the webhook proxy
+// as a dead pod stays among a Service's endpoints) in the middle of a rollout while opted-in pods
+// are created four times a second: every creation is admitted with its sidecar by the other
+// replica, which takes over after the lease and finishes from the pods' records, with one patch
+// per pod and the budget kept.
 func TestRolloutSurvivesLeaderChange(t *testing.T) {
 	must(t, startOperator("operator-1"))
 	t.Cleanup(func() {
@@ -236,11 +238,35 @@ func TestRolloutSurvivesLeaderChange(t *testing.T) {
 		}
 	})
 	leader, follower := leaderReplica(t)
-	r := startInterruptedRollout(t, "leader", "led", "1500")
-	stopOperator(t, leader, "KILL")
+	burst := createAgentSet(t, "e2e-leader-burst", "burst")
+	load := startCreations(t, newNamespace(t, "leader-burst", nil), "burst", 250*time.Millisecond, burst.Spec.Containers[0].Name)
+	r := startInterruptedRollout(t, "leader", "led", "3000")
+	var atKill appsv1alpha1.SidecarSet
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(r.set), &atKill))
+	if err := run("operator-stop", leader, "KILL", "keep"); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Cleanup(func() {
+		if err := run("operator-stop", leader); err != nil { // out of the proxy
+			t.Error(err)
+		}
+	})
+	firstStep := eventually(t, converge, "the new leader's first step", func() (bool, string) {
+		var cur appsv1alpha1.SidecarSet
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(r.set), &cur))
+		return cur.Status.UpdatedPods > atKill.Status.UpdatedPods, fmt.Sprintf("%d updated, %d at the kill", cur.Status.UpdatedPods, atKill.Status.UpdatedPods)
+	})
+	time.Sleep(2 * time.Second) // creations after the new leader's first step too
+	created := load.stop(t)
 	writes := r.finish(t, "registry.example/agent:2.0", 1, true)
-	t.Logf("rollout across a leader change (%s killed, %s took over): %.0f pod writes for 6 pods, highest unavailable %d of 2",
-		leader, follower, writes, r.budget.Highest())
+	t.Logf("rollout across a leader kill (%s killed with %d of 6 pods updated, %s took over): first step of the new leader %s after the kill "+
+		"(lease %v); %d pods created around the kill (%d refused, %d without their sidecars); %.0f pod writes for 6 pods, highest unavailable %d of 2",
+		leader, atKill.Status.UpdatedPods, follower, firstStep.Round(time.Millisecond), acquiredAt(t, follower).Sub(killed).Round(time.Millisecond),
+		created.created, len(created.failed), len(created.bare), writes, r.budget.Highest())
+	for _, f := range append(created.failed, created.bare...) {
+		t.Error(f)
+	}
 	if writes != 6 {
 		t.Errorf("%.0f pod writes for 6 pods: a pod was patched twice (or missed)", writes)
 	}

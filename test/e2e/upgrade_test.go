@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 }
 
 // previousRelease is the last release of releases.txt and its manager, built from the
-// release's commit (kept in bin/releases/COMMIT, so a later run reuses it).
+// release's commit, cached per user as hack/tool.sh caches tools (keyed by commit and Go
+// version), so a later run, from any clone, reuses it.
 func previousRelease(t *testing.T) (version, manager string) {
 	t.Helper()
 	root := strings.TrimSpace(output(t, "git", "rev-parse", "--show-toplevel"))
@@ -148,10 +150,17 @@ func previousRelease(t *testing.T) (version, manager string) {
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
 		t.Fatalf("the commit of %s (%s) is not in this clone (a shallow one?): fetch it, for example with git fetch --unshallow", version, commit)
 	}
-	manager = filepath.Join(root, "bin", "releases", commit, "manager")
+	cacheRoot := os.Getenv("SIDECARSET_CACHE_DIR")
+	if cacheRoot == "" {
+		dir, err := os.UserCacheDir()
+		must(t, err)
+		cacheRoot = filepath.Join(dir, "sidecarset-operator")
+	}
+	manager = filepath.Join(cacheRoot, "releases", commit+"-"+runtime.Version(), "manager")
 	if _, err := os.Stat(manager); err == nil {
 		return version, manager
 	}
+	must(t, os.MkdirAll(filepath.Dir(manager), 0o755))
 	src := t.TempDir()
 	tarball := filepath.Join(src, "release.tar")
 	for _, cmd := range [][]string{{"git", "-C", root, "archive", "-o", tarball, commit}, {"tar", "-x", "-f", tarball, "-C", src}} {
@@ -159,11 +168,12 @@ func previousRelease(t *testing.T) (version, manager string) {
 			t.Fatalf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
 		}
 	}
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", manager, ".")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", manager+".tmp", ".")
 	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the manager of %s (%s): %v\n%s", version, commit, err, out)
 	}
+	must(t, os.Rename(manager+".tmp", manager))
 	return version, manager
 }
 
