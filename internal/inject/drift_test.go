@@ -23,7 +23,9 @@ func TestDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := func(p *corev1.Pod) *corev1.Container { return &p.Spec.Containers[slices.IndexFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == "agent" })] }
+	agent := func(p *corev1.Pod) *corev1.Container {
+		return &p.Spec.Containers[slices.IndexFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == "agent" })]
+	}
 	for _, tt := range []struct {
 		name string
 		edit func(*corev1.Pod)
