@@ -98,8 +98,12 @@ func stopOperator(t *testing.T, name, signal string) {
 	}
 }
 
-func run(args ...string) error {
+func run(args ...string) error { return runWithEnv(nil, args...) }
+
+// runWithEnv runs hack/demo.sh with args and env added to the environment.
+func runWithEnv(env []string, args ...string) error {
 	cmd := exec.Command(demo, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(demo), strings.Join(args, " "), err, out)
