@@ -236,7 +236,7 @@ test-e2e-olm: opm ## Install, upgrade and uninstall the operator through OLM (ol
 .PHONY: build
 build: manifests generate fmt vet ## Build the manager binary and the kubectl plugin (bin/kubectl-sidecarset).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/manager main.go
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(PLUGIN_LDFLAGS)" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
 
 .PHONY: image
 image: ## Build the manager image without a container engine: bin/manager-image.tar (IMG=...), for docker/podman load, kind load image-archive or crane push.
@@ -247,9 +247,13 @@ image: ## Build the manager image without a container engine: bin/manager-image.
 # Where install-plugin puts kubectl-sidecarset: any directory on PATH makes `kubectl sidecarset` work.
 PLUGIN_DIR ?= $(HOME)/.local/bin
 
+# The plugin says which commit it was built from (upgrade-check prints it), whatever GOFLAGS says
+# of -buildvcs.
+PLUGIN_LDFLAGS = -X github.com/sidecarset/sidecarset-operator/internal/cli.buildCommit=$(shell git rev-parse HEAD 2>/dev/null)
+
 .PHONY: install-plugin
 install-plugin: ## Build the kubectl plugin and install it into PLUGIN_DIR (default ~/.local/bin), for `kubectl sidecarset ...`.
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(PLUGIN_LDFLAGS)" -o bin/kubectl-sidecarset ./cmd/kubectl-sidecarset
 	mkdir -p "$(PLUGIN_DIR)"
 	install -m 0755 bin/kubectl-sidecarset "$(PLUGIN_DIR)/kubectl-sidecarset"
 	@case ":$$PATH:" in \

@@ -83,8 +83,12 @@ func run(ctx context.Context, args []string, o *options) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
 	var exit *exitError
+	if errors.As(err, &exit) && exit.code == ExitChanges {
+		fmt.Fprintln(o.streams.ErrOut, err) // a finding, not an error
+		return exit.code
+	}
+	fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
 	if errors.As(err, &exit) {
 		return exit.code
 	}

@@ -304,7 +304,9 @@ func changedPods(in planInput, c *inject.CompiledSet) ([]UpgradePod, error) {
 				Why: "this version cannot read the pod's record: " + err.Error()})
 		case len(drift) > 0:
 			out = append(out, UpgradePod{Namespace: row.Namespace, Name: row.Name, Now: ActionCurrent, After: ActionDrift,
-				Why: "this version injects hash " + c.Hash + " otherwise (new pods get that; this pod is left as it is): " + strings.Join(drift, "; ")})
+				Why: "the pod's sidecars are not what this version injects for hash " + c.Hash +
+					" (this version injects it otherwise, or someone edited the pod since injection: kubectl set image, say); " +
+					"the pod is left as it is, new pods get this version's: " + strings.Join(drift, "; ")})
 		}
 	}
 	return out, nil
@@ -342,9 +344,16 @@ func (r *UpgradeReport) add(s UpgradeSet) {
 	}
 }
 
-// buildVersion is the commit this plugin was built from (with "+dirty" when the tree had
-// changes), or the module version, or "a development build" (go run, go test).
+// buildCommit is the commit the Makefile built the plugin from (-ldflags -X), empty otherwise.
+var buildCommit string
+
+// buildVersion is the commit this plugin was built from: the Makefile's, or Go's VCS stamp
+// (with "+dirty" when the tree had changes), or the module version, or "a development build"
+// (go run, go test).
 func buildVersion() string {
+	if buildCommit != "" {
+		return buildCommit
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "a development build"
