@@ -128,15 +128,25 @@ func gatherPlan(ctx context.Context, o *options, name, file string) (*planInput,
 			}
 		}
 	}
-	resize, err := o.servesPodResize()
+	env, err := o.inPlaceEnv(ctx, c, e)
 	if err != nil {
 		return nil, err
 	}
-	nodes := &nodeVersions{reader: c, warn: o.streams.ErrOut}
 	return &planInput{set: set, engine: e, pods: pods, namespaceLabels: func(ns string) map[string]string { return nsLabels[ns] },
-		env: rollout.InPlaceEnv{Revisions: true, Resize: resize, KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) },
-			AllowedAnnotations: e.injector.AllowedAnnotations},
-		now: time.Now()}, nil
+		env: env, now: time.Now()}, nil
+}
+
+// inPlaceEnv is what the rollout reads besides the pods, as the operator finds it: whether the
+// API server serves pods/resize, the nodes' kubelet versions (each read once), and the annotation
+// keys sets may patch.
+func (o *options) inPlaceEnv(ctx context.Context, c client.Reader, e *Engine) (rollout.InPlaceEnv, error) {
+	resize, err := o.servesPodResize()
+	if err != nil {
+		return rollout.InPlaceEnv{}, err
+	}
+	nodes := &nodeVersions{reader: c, warn: o.streams.ErrOut}
+	return rollout.InPlaceEnv{Revisions: true, Resize: resize, AllowedAnnotations: e.injector.AllowedAnnotations,
+		KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) }}, nil
 }
 
 // plannedSet is the SidecarSet to plan: the cluster's copy, or FILE's, which then takes the

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -178,13 +177,10 @@ func checkUpgrade(ctx context.Context, o *options, names []string, sample int) (
 			return nil, &exitError{code: ExitRefused, err: fmt.Errorf("SidecarSet %q not found", name)}
 		}
 	}
-	resize, err := o.servesPodResize()
+	env, err := o.inPlaceEnv(ctx, c, e)
 	if err != nil {
 		return nil, err
 	}
-	nodes := &nodeVersions{reader: c, warn: o.streams.ErrOut}
-	env := rollout.InPlaceEnv{Revisions: true, Resize: resize, AllowedAnnotations: e.injector.AllowedAnnotations,
-		KubeletVersion: func(node string) (*version.Version, error) { return nodes.of(ctx, node) }}
 	report := &UpgradeReport{Version: buildVersion()}
 	nsLabels := map[string]map[string]string{}
 	for i := range list.Items {

@@ -84,17 +84,9 @@ func (u *InPlace) Current() bool { return u.From == u.To }
 // Pod records), or nil when that is not known. With it, a sidecar that someone changed since
 // injection (kubectl set image, an edit) is reported in Blocked and left alone.
 func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error) {
-	current, ok := in.setByName(set)
-	if !ok || !slices.Contains(in.Sets, current) {
-		return nil, fmt.Errorf("SidecarSet %q is not among the sets that may apply to the pod", set)
-	}
-	records, err := ParseRecords(in.Pod.Annotations)
+	current, records, rec, err := recordedBy(in, set)
 	if err != nil {
 		return nil, err
-	}
-	rec, ok := records[set]
-	if !ok {
-		return nil, fmt.Errorf("the pod's %s annotation has no record of SidecarSet %q", appsv1alpha1.StatusAnnotation, set)
 	}
 	u := &InPlace{SidecarSet: set, From: rec.Hash, To: current.Hash, pod: in.Pod}
 	// The record is the pod's to write: what it says is checked as admission checks it before
