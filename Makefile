@@ -368,11 +368,12 @@ helm: ## Build helm from the Go module proxy (the chart's tests render with it).
 	@hack/tool.sh helm helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) "" "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)"
 
 .PHONY: chart
-chart: manifests kustomize ## Generate the Helm chart dist/chart from config/default, with config/policy-mode as injection=policy and config/monitoring under metrics.monitoring (committed; make verify checks it).
+chart: manifests kustomize ## Generate the Helm chart dist/chart from config/default, with config/policy-mode as injection=policy, config/monitoring under metrics.monitoring and config/local-node as localNode=true (committed; make verify checks it).
 	rm -rf dist/chart
 	$(KUSTOMIZE) build config/policy-mode > $(LOCALBIN)/chart-policy-mode.yaml
 	$(KUSTOMIZE) build config/monitoring > $(LOCALBIN)/chart-monitoring.yaml
-	$(KUSTOMIZE) build config/default | go run ./hack/devtool chart dist/chart $(VERSION) $(LOCALBIN)/chart-policy-mode.yaml $(LOCALBIN)/chart-monitoring.yaml
+	$(KUSTOMIZE) build config/local-node > $(LOCALBIN)/chart-local-node.yaml
+	$(KUSTOMIZE) build config/default | go run ./hack/devtool chart dist/chart $(VERSION) $(LOCALBIN)/chart-policy-mode.yaml $(LOCALBIN)/chart-monitoring.yaml $(LOCALBIN)/chart-local-node.yaml
 
 .PHONY: golangci-lint
 golangci-lint: ## Build golangci-lint from the Go module proxy.

@@ -22,6 +22,10 @@
 #                         write a kustomization wrapping DIR (default config/local-node) with the
 #                         API server's loopback address for the manager; prints its directory
 #                         (make deploy DEPLOY_CONFIG=...)
+#   hack/node.sh helm-values
+#                         write the Helm values that run dist/chart on this node (localNode, the
+#                         API server's loopback address for the manager, the registry's image);
+#                         prints the file (helm install -f ...)
 #
 # The node is named real-node-0 and labelled sidecarset.io/real-node=true. It runs containerd and
 # the kubelet in a private mount namespace (hack/realnode/node-ns.sh): the kubelet's changes to
@@ -259,6 +263,23 @@ apiserver_env_patch() {
     "$1" "$1" "$1" KUBERNETES_SERVICE_HOST 127.0.0.1 "$1" "$1" "$1" KUBERNETES_SERVICE_PORT "$APISERVER_PORT"
 }
 
+# helm_values: the values that install dist/chart on this node: localNode (config/local-node's
+# settings), the API server's loopback address as deploy_config gives it, and the operator's
+# image from the node's registry (tag dev, the one make local-cluster pushes). Prints the file.
+helm_values() {
+  local f=$NODE_DIR/helm-values.yaml
+  cat >"$f" <<EOF
+localNode: true
+image:
+  repository: 127.0.0.1:$REGISTRY_PORT/sidecarset-operator
+  tag: dev
+env:
+- {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
+- {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
+EOF
+  echo "$f"
+}
+
 # ---- up ----
 
 node_ready() {
@@ -444,6 +465,10 @@ case ${1:-} in
     shift
     if ! { load_cluster_env && load_node_env; }; then die "the node is not up: hack/node.sh up"; fi
     deploy_config "$@"
+    ;;
+  helm-values)
+    if ! { load_cluster_env && load_node_env; }; then die "the node is not up: hack/node.sh up"; fi
+    helm_values
     ;;
   cert-manager)
     if ! { load_cluster_env && load_node_env && running registry; }; then

@@ -9,9 +9,10 @@
 //	devtool json-field PATH [DEFAULT]           JSON on stdin -> the string at PATH (dot-separated)
 //	devtool names KIND RESOURCE                 JSON List on stdin -> RESOURCE/NAME of each item of KIND
 //	devtool proxy PORT BACKENDS_FILE            TCP proxy on 127.0.0.1:PORT to the replicas in the file
-//	devtool chart DIR VERSION POLICY [MONITORING] kustomize YAML on stdin (config/default) and in the
-//	                                            files POLICY (config/policy-mode) and MONITORING
-//	                                            (config/monitoring) -> a Helm chart in DIR
+//	devtool chart DIR VERSION POLICY MONITORING LOCAL_NODE
+//	                                            kustomize YAML on stdin (config/default) and in the files
+//	                                            POLICY (config/policy-mode), MONITORING (config/monitoring)
+//	                                            and LOCAL_NODE (config/local-node) -> a Helm chart in DIR
 //	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
 //	devtool registry PORT DIR [AUTH_FILE]      an OCI registry on 127.0.0.1:PORT, blobs in DIR (the real node pulls from it);
 //	                                            with AUTH_FILE (user:password) pushes need those credentials
@@ -70,22 +71,18 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		_, err = stdout.Write(out)
 		return err
-	case cmd == "chart" && (len(args) == 3 || len(args) == 4):
-		in, err := io.ReadAll(stdin)
-		if err != nil {
+	case cmd == "chart" && len(args) == 5:
+		src := chartSources{}
+		var err error
+		if src.Default, err = io.ReadAll(stdin); err != nil {
 			return err
 		}
-		policy, err := os.ReadFile(args[2])
-		if err != nil {
-			return err
-		}
-		var monitoring []byte
-		if len(args) == 4 {
-			if monitoring, err = os.ReadFile(args[3]); err != nil {
+		for i, rendering := range []*[]byte{&src.Policy, &src.Monitoring, &src.LocalNode} {
+			if *rendering, err = os.ReadFile(args[2+i]); err != nil {
 				return err
 			}
 		}
-		return writeChart(in, policy, monitoring, args[0], args[1])
+		return writeChart(src, args[0], args[1])
 	case cmd == "image" && len(args) == 4:
 		return buildImage(args[0], args[1], args[2], args[3])
 	case cmd == "registry" && (len(args) == 2 || len(args) == 3):
@@ -144,7 +141,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
-		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY [MONITORING] | image BINARY OUT.tar NAME:TAG VERSION | " +
+		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY MONITORING LOCAL_NODE | image BINARY OUT.tar NAME:TAG VERSION | " +
 		"registry PORT DIR [AUTH_FILE] | conflictcheck DIR[/...]|FILE... | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
 }
 

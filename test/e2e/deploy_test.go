@@ -566,6 +566,8 @@ func objectKey(obj *unstructured.Unstructured) string {
 func helmChart(t *testing.T) {
 	sameAsKustomize(t, "default", helmTemplate(t, operatorNamespace))
 	sameAsKustomize(t, "policy-mode", helmTemplate(t, operatorNamespace, "--set", "injection=policy"))
+	// The local cluster's real node: whatever replicas says, one replica on the host's network.
+	sameAsKustomize(t, "local-node", helmTemplate(t, operatorNamespace, "--set", "localNode=true,replicas=3"))
 	// Where the cluster serves the Prometheus Operator's API, the ServiceMonitor and the alert
 	// rules (the refusal alert among them) are on by default, exactly as config/monitoring
 	// renders them; metrics.monitoring=false leaves them out.
@@ -603,7 +605,7 @@ func helmChart(t *testing.T) {
 	t.Cleanup(func() { deleteIgnoreNotFound(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
 	custom := helmTemplate(t, ns, "--set", "image.repository=registry.example/op,image.tag=t1,image.pullPolicy=Always,replicas=3",
 		"--set", "resources.limits.memory=512Mi,webhook.failurePolicy=Ignore,metrics.enabled=false",
-		"--set-json", `webhook.excludedNamespaces=["legacy"]`)
+		"--set-json", `webhook.excludedNamespaces=["legacy"]`, "--set-json", `env=[{"name":"GOMEMLIMIT","value":"200MiB"}]`)
 	var dep appsv1.Deployment
 	var hook admissionregistrationv1.MutatingWebhookConfiguration
 	var cert certmanagerv1.Certificate
@@ -633,8 +635,10 @@ func helmChart(t *testing.T) {
 		!slices.Contains(c.Args, "--metrics-bind-address=0") ||
 		// One exclusion list: the manager's flag (status, rollout, policies) from the value
 		// that also renders the webhook's namespaceSelector below.
-		!slices.Contains(c.Args, "--excluded-namespaces=legacy") {
-		t.Errorf("Deployment: image %s (%s), replicas %d, resources %v, args %v", c.Image, c.ImagePullPolicy, *dep.Spec.Replicas, c.Resources, c.Args)
+		!slices.Contains(c.Args, "--excluded-namespaces=legacy") ||
+		// The extra environment after the manager's own.
+		len(c.Env) != 3 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[2] != (corev1.EnvVar{Name: "GOMEMLIMIT", Value: "200MiB"}) {
+		t.Errorf("Deployment: image %s (%s), replicas %d, resources %v, args %v, env %v", c.Image, c.ImagePullPolicy, *dep.Spec.Replicas, c.Resources, c.Args, c.Env)
 	}
 	if len(hook.Webhooks) != 1 || *hook.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore ||
 		!slices.Equal(hook.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values, []string{"kube-system", ns, "legacy"}) ||

@@ -120,19 +120,9 @@ func undeployLeavesNothing() error {
 	if err != nil {
 		return fmt.Errorf("kustomize build %s: %w", deployConfig, err)
 	}
-	var objs []*unstructured.Unstructured
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return err
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
+	objs, err := decodeObjects(rendered)
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -155,5 +145,22 @@ func undeployLeavesNothing() error {
 			return fmt.Errorf("2 minutes after make undeploy these objects of make deploy remain: %s", strings.Join(left, ", "))
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// decodeObjects decodes a stream of YAML or JSON documents, leaving out empty ones.
+func decodeObjects(raw []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
 	}
 }

@@ -115,6 +115,12 @@ func setup() error {
 	if deployConfig, err = output(node, "deploy-config"); err != nil {
 		return err
 	}
+	return deploy()
+}
+
+// deploy runs `make deploy` of the manager image on the node and waits until the operator
+// serves.
+func deploy() error {
 	if _, err := output("make", "-C", root, "deploy", "IMG="+managerImage, "DEPLOY_CONFIG="+deployConfig); err != nil {
 		return err
 	}
