@@ -107,7 +107,25 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Logf("upgraded %s to this commit in %s with a rollout in flight (%d of 6 pods updated when the last old replica stopped): %d pods created meanwhile (%d refused, %d without their sidecars), "+
 		"%.0f pod writes for a rollout of 6 pods, highest unavailable %d of 1", version, upgraded.Round(time.Millisecond), mid.Status.UpdatedPods,
 		created.created, len(created.failed), len(created.bare), patched, budget.Highest())
-	for _, f := range append(created.failed, created.bare...) {
+	// A creation whose webhook call ends in EOF raced an old replica closing its idle
+	// keep-alive connections as it shut down: the API server does not retry a POST that ends
+	// so. The old release does that once per replica stopped, so at most one each; this version
+	// changes nothing there, and anything else is a failure.
+	var closed, failed []string
+	for _, f := range created.failed {
+		if strings.HasSuffix(f, `: EOF`) && strings.Contains(f, "failed to call webhook") {
+			closed = append(closed, f)
+		} else {
+			failed = append(failed, f)
+		}
+	}
+	if len(closed) > 0 {
+		t.Logf("%d creations refused as an old replica's shutdown closed the connection their webhook call used: %v", len(closed), closed)
+	}
+	if len(closed) > 2 {
+		t.Errorf("%d creations refused by old replicas closing connections, want at most one per old replica stopped (2)", len(closed))
+	}
+	for _, f := range append(failed, created.bare...) {
 		t.Error(f)
 	}
 	if created.created < 10 {
