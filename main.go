@@ -23,6 +23,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -48,6 +49,7 @@ type flags struct {
 	webhookCertPath, webhookCertName        string
 	webhookCertKey, webhookHost             string
 	webhookPort                             int
+	webhookDrain                            time.Duration
 	leaderElectionNamespace                 string
 	injection                               string
 	excludedNamespaces                      string
@@ -73,6 +75,10 @@ func parseFlags() (flags, zap.Options) {
 	flag.StringVar(&f.webhookCertKey, "webhook-cert-key", "tls.key", "The webhook key file name.")
 	flag.StringVar(&f.webhookHost, "webhook-host", "", "The address the webhook server binds to; empty means all interfaces.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "The port the webhook server listens on.")
+	flag.DurationVar(&f.webhookDrain, "webhook-drain-duration", ourwebhook.DefaultDrain, "How long the webhook server goes on "+
+		"answering once the manager is asked to stop: it reports not ready, so that it leaves the Service, and closes each "+
+		"connection once it has answered on it, so that the API server sends its next review to another replica; then it "+
+		"shuts down. Keep it under the Pod's terminationGracePeriodSeconds less the webhooks' timeoutSeconds.")
 	flag.StringVar(&f.injection, "injection", operator.InjectionWebhook, "How opted-in pods get their sidecars: "+
 		"\""+operator.InjectionWebhook+"\" (the pod webhook injects every pod) or \""+operator.InjectionPolicy+"\" (each SidecarSet "+
 		"is compiled into a MutatingAdmissionPolicy that the API server runs; the webhook injects only the pods the "+
@@ -142,6 +148,7 @@ func run(f flags) error {
 	// presents the certificate the files hold.
 	webhookServer := ourwebhook.NewServer(webhook.Options{Host: f.webhookHost, Port: f.webhookPort, TLSOpts: tlsOpts,
 		CertDir: certDir, CertName: f.webhookCertName, KeyName: f.webhookCertKey})
+	webhookServer.SetDrain(f.webhookDrain)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   operator.CacheOptions(namespace, f.injection),
@@ -166,5 +173,9 @@ func run(f flags) error {
 		return err
 	}
 	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect, "injection", f.injection)
-	return mgr.Start(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	// The manager has stopped and handed the lease over; the webhook server may still drain.
+	return webhookServer.Wait()
 }

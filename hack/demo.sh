@@ -27,6 +27,8 @@
 # Timeouts in seconds: SIDECARSET_OPERATOR_TIMEOUT (a replica's /readyz, default 60),
 # SIDECARSET_DEMO_TIMEOUT (SidecarSets converging, default 120). operator-start runs
 # SIDECARSET_MANAGER in place of bin/manager when set (the upgrade test runs a previous release).
+# bin/manager drains its webhook server for SIDECARSET_WEBHOOK_DRAIN (default 1s, five in
+# production) when stopped: long enough for the few connections the API server keeps to it.
 set -euo pipefail
 LOG_PREFIX=demo
 # shellcheck source=hack/lib/common.sh
@@ -36,6 +38,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/webhook.sh"
 
 CLUSTER=$REPO_ROOT/hack/cluster.sh
 MANAGER=${SIDECARSET_MANAGER:-$REPO_ROOT/bin/manager}
+# A previous release may not know the drain flag.
+MANAGER_FLAGS=()
+[[ -n ${SIDECARSET_MANAGER:-} ]] || MANAGER_FLAGS=(--webhook-drain-duration="${SIDECARSET_WEBHOOK_DRAIN:-1s}")
 OPERATOR_NAMESPACE=sidecarset-system
 OPERATOR_TIMEOUT=${SIDECARSET_OPERATOR_TIMEOUT:-60}
 DEMO_TIMEOUT=${SIDECARSET_DEMO_TIMEOUT:-120}
@@ -125,7 +130,7 @@ cmd_operator_start() {
     "$wp" "$hp" "$(manager_sha)" >"$STATE_DIR/operators/$name.env"
   start_bg "$name" env POD_NAMESPACE="${POD_NAMESPACE:-$OPERATOR_NAMESPACE}" POD_NAME="$name" "$MANAGER" \
     --kubeconfig="${SIDECARSET_OPERATOR_KUBECONFIG:-$KUBECONFIG_FILE}" --metrics-bind-address=0 --health-probe-bind-address="127.0.0.1:$hp" \
-    --webhook-cert-path="$WEBHOOK_DIR" --webhook-host=127.0.0.1 --webhook-port="$wp" "$@"
+    --webhook-cert-path="$WEBHOOK_DIR" --webhook-host=127.0.0.1 --webhook-port="$wp" "${MANAGER_FLAGS[@]}" "$@"
   backend_set "$name" "$wp" "$hp"
   local state=started
   if [[ ${SIDECARSET_OPERATOR_WAIT:-1} != 0 ]]; then

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -39,6 +40,12 @@ type Timeouts struct {
 // transport, so its connections are reused between admissions.
 var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 90 * time.Second}
 
+// DefaultDrain is how long a stopping server goes on answering: long enough for its endpoint
+// to leave the Service (a few seconds) and for the API server to send one more review on each
+// connection it keeps open to this replica, short of the manager Deployment's grace period (10s)
+// less the webhook's timeout (5s).
+const DefaultDrain = 5 * time.Second
+
 // maxHeaderBytes is the largest request header accepted, as controller-runtime's server.
 const maxHeaderBytes = 1 << 20
 
@@ -51,6 +58,16 @@ type Server struct {
 
 	opts     webhook.Options
 	timeouts Timeouts
+	drain    time.Duration
+
+	// draining is set once the server is asked to stop: it is no longer ready, and each answer
+	// closes its connection.
+	draining atomic.Bool
+	// stopped is closed once the server has shut down, stopErr then saying how; it never
+	// closes if Start is never called (began).
+	began   atomic.Bool
+	stopped chan struct{}
+	stopErr error
 
 	mu      sync.Mutex
 	started bool
@@ -78,8 +95,13 @@ func NewServer(o webhook.Options) *Server {
 	if o.KeyName == "" {
 		o.KeyName = "tls.key"
 	}
-	return &Server{DefaultServer: &webhook.DefaultServer{Options: o}, opts: o, timeouts: DefaultTimeouts}
+	return &Server{DefaultServer: &webhook.DefaultServer{Options: o}, opts: o, timeouts: DefaultTimeouts, drain: DefaultDrain,
+		stopped: make(chan struct{})}
 }
+
+// SetDrain sets how long the server goes on answering once asked to stop (DefaultDrain unless
+// set); 0 shuts it down at once.
+func (s *Server) SetDrain(d time.Duration) { s.drain = d }
 
 // httpServer is the http.Server that serves handler.
 func (s *Server) httpServer(ctx context.Context, handler http.Handler) *http.Server {
@@ -94,42 +116,92 @@ func (s *Server) httpServer(ctx context.Context, handler http.Handler) *http.Ser
 	}
 }
 
-// Start serves the registered webhooks until ctx is done, then shuts down, giving requests
-// in flight a minute.
+// Start serves the registered webhooks until ctx is done, then drains and returns at once, so
+// that the manager goes on stopping (and hands the leader lease over) meanwhile; Wait returns
+// once the server has shut down.
+//
+// Draining: for the drain period the server reports not ready, so that it leaves the Service
+// (or the proxy) in front of it, and goes on answering every request, each answer saying
+// "Connection: close" so that the client drops that connection once answered and sends its next
+// review over a new one, to another replica. Then it shuts down, giving requests in flight a
+// minute. Shutting down at once would close the API server's idle keep-alive connections under
+// it: a review it sends on one as it closes fails with EOF, and the API server does not retry a
+// POST that fails so, refusing the pod (failurePolicy Fail) or admitting it without its sidecars
+// (Ignore).
 func (s *Server) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("webhook-server")
+	s.began.Store(true)
 	if s.opts.Port < 0 {
 		log.Info("Webhook server is disabled")
+		close(s.stopped)
 		return nil
 	}
 	cfg, err := s.tlsConfig(ctx)
 	if err != nil {
+		close(s.stopped)
 		return err
 	}
 	listener, err := tls.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), cfg)
 	if err != nil {
+		close(s.stopped)
 		return fmt.Errorf("listening for webhook requests: %w", err)
 	}
 	log.Info("Serving webhook server", "host", s.opts.Host, "port", s.opts.Port)
-	srv := s.httpServer(ctx, s.opts.WebhookMux)
-	shutdown := make(chan error, 1)
-	go func() {
-		<-ctx.Done()
-		log.Info("Shutting down webhook server with timeout of 1 minute")
-		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		shutdown <- srv.Shutdown(stop)
-	}()
+	srv := s.httpServer(context.WithoutCancel(ctx), s.closingWhenDraining(s.opts.WebhookMux))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(listener) }()
 	s.mu.Lock()
 	s.started = true
 	s.mu.Unlock()
-	if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving webhook requests: %w", err)
+	select {
+	case err := <-served:
+		// Serve returns early only when accepting fails.
+		s.stopErr = fmt.Errorf("serving webhook requests: %w", err)
+		close(s.stopped)
+		return s.stopErr
+	case <-ctx.Done():
 	}
-	if err := <-shutdown; err != nil {
-		return fmt.Errorf("shutting down the webhook server: %w", err)
-	}
+	s.draining.Store(true)
+	log.Info("Draining the webhook server: not ready, closing each connection once answered", "drain", s.drain)
+	go func() {
+		defer close(s.stopped)
+		select {
+		case err := <-served:
+			s.stopErr = fmt.Errorf("serving webhook requests: %w", err)
+			return
+		case <-time.After(s.drain):
+		}
+		log.Info("Shutting down webhook server with timeout of 1 minute")
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := srv.Shutdown(stop); err != nil {
+			s.stopErr = fmt.Errorf("shutting down the webhook server: %w", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) && s.stopErr == nil {
+			s.stopErr = fmt.Errorf("serving webhook requests: %w", err)
+		}
+	}()
 	return nil
+}
+
+// Wait returns once the server has shut down after draining, with what went wrong meanwhile.
+// Call it once the manager has stopped: a server the manager never started returns at once.
+func (s *Server) Wait() error {
+	if !s.began.Load() {
+		return nil
+	}
+	<-s.stopped
+	return s.stopErr
+}
+
+// closingWhenDraining has each answer given while the server drains close its connection.
+func (s *Server) closingWhenDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // tlsConfig is controller-runtime's: HTTP/2 unless TLSOpts say otherwise, the certificate
@@ -173,7 +245,7 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 // certificate that has not expired and, when the server watches CertDir, the one the files there
 // hold now. A replica whose certificate was renewed on disk but not yet read (the watcher reads
 // on a file event or every 10 seconds) reads it at once here rather than report ready while
-// presenting the old one.
+// presenting the old one. A server asked to stop is not ready: it drains.
 func (s *Server) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		if s.opts.Port < 0 {
@@ -184,6 +256,9 @@ func (s *Server) StartedChecker() healthz.Checker {
 		s.mu.Unlock()
 		if !started {
 			return errors.New("webhook server has not been started yet")
+		}
+		if s.draining.Load() {
+			return errors.New("webhook server is shutting down: draining its connections")
 		}
 		served, err := s.servedCertificate()
 		if err != nil {

@@ -63,6 +63,7 @@ func startCertDirServer(t *testing.T, dir string) (*Server, string) {
 	t.Helper()
 	port := freePort(t)
 	s := NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+	s.SetDrain(0)
 	runServer(t, s)
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

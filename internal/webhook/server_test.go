@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -134,6 +136,14 @@ func TestServerTimeouts(t *testing.T) {
 // allow-everything pod injector, and returns its address.
 func startServer(t *testing.T, timeouts Timeouts) string {
 	t.Helper()
+	_, addr, _ := startDrainingServer(t, timeouts, 0)
+	return addr
+}
+
+// startDrainingServer is startServer draining for drain, returning the server and how to stop
+// it (as the manager does: Start returns, then Wait).
+func startDrainingServer(t *testing.T, timeouts Timeouts, drain time.Duration) (*Server, string, context.CancelFunc) {
+	t.Helper()
 	// httptest's TLS server holds a self-signed certificate for 127.0.0.1; borrow it.
 	hs := httptest.NewUnstartedServer(nil)
 	hs.StartTLS()
@@ -145,14 +155,15 @@ func startServer(t *testing.T, timeouts Timeouts) string {
 		c.NextProtos = []string{"http/1.1"}
 	}}})
 	s.timeouts = timeouts
+	s.SetDrain(drain)
 	s.Register(PodInjectorPath, NewReview(&recorder{}))
-	runServer(t, s)
+	stop := runServer(t, s)
 	for deadline := time.Now().Add(10 * time.Second); s.StartedChecker()(nil) != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server did not start: %v", s.StartedChecker()(nil))
 		}
 	}
-	return net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	return s, net.JoinHostPort("127.0.0.1", fmt.Sprint(port)), stop
 }
 
 // freePort is a local port nothing listens on now.
@@ -169,18 +180,29 @@ func freePort(t *testing.T) int {
 	return port
 }
 
-// runServer starts s until the test ends, and fails the test if it returns an error.
-func runServer(t *testing.T, s *Server) {
+// runServer starts s until the test ends or it calls the stop returned, which returns once
+// Start has; the test fails if Start or Wait returns an error.
+func runServer(t *testing.T, s *Server) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start() = %v", err)
+			}
+		})
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start() = %v", err)
+		stop()
+		if err := s.Wait(); err != nil {
+			t.Errorf("Wait() = %v", err)
 		}
 	})
+	return stop
 }
 
 // closedWithin reports whether the server closes conn within d, reading (and discarding)
@@ -245,4 +267,86 @@ func TestServerDropsSlowClients(t *testing.T) {
 			t.Error("a client that declared a body and never sent it still holds its connection after 10s")
 		}
 	})
+}
+
+// TestServerDrainsBeforeShuttingDown: asked to stop, the server reports not ready and goes on
+// answering for its drain period, each answer closing its connection, so that a client holding
+// keep-alive connections (the API server) loses none under a review it is sending; then it
+// shuts down. Shutting down at once fails such reviews with EOF or a refused connection.
+func TestServerDrainsBeforeShuttingDown(t *testing.T) {
+	const drain = 2 * time.Second
+	s, addr, stop := startDrainingServer(t, DefaultTimeouts, drain)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test's own server
+		MaxIdleConnsPerHost: 8,
+	}}
+	t.Cleanup(hc.CloseIdleConnections)
+	body := reviewBody(t)
+	// post sends one review as the API server does (a POST, which no client retries) and
+	// reports whether the answer closed its connection.
+	post := func() (closed bool, err error) {
+		resp, err := hc.Post("https://"+addr+PodInjectorPath, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return false, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return resp.Close, nil
+	}
+
+	// Four clients keep connections busy, each sending a review every 5ms, until the drain is
+	// half over: those sent after Start returned must all be answered and close their
+	// connections.
+	var stopped, quit atomic.Bool
+	var mu sync.Mutex
+	var failed []error
+	answered, keptOpen := 0, 0
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !quit.Load() {
+				after := stopped.Load()
+				closed, err := post()
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed = append(failed, err)
+				case after:
+					answered++
+					if !closed {
+						keptOpen++
+					}
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // connections opened and kept alive
+	stop()
+	stopped.Store(true)
+	if err := s.StartedChecker()(nil); err == nil {
+		t.Error("the server reports ready while it drains")
+	}
+	time.Sleep(drain / 2)
+	quit.Store(true)
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Errorf("%d reviews failed while the server drained, the first: %v", len(failed), failed[0])
+	}
+	if answered == 0 || keptOpen > 0 {
+		t.Errorf("%d reviews answered while draining, %d of them keeping their connection open; want some, none kept open", answered, keptOpen)
+	}
+	t.Logf("%d reviews answered while draining, each closing its connection", answered)
+	if err := s.Wait(); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if _, err := post(); err == nil {
+		t.Error("the server still answers after Wait returned")
+	}
 }

@@ -147,6 +147,53 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}
 }
 
+// TestRollingRestartRefusesNoPod: replicas of this commit replaced one at a time, as a
+// Deployment's rolling update (or kubectl rollout restart) does, while opted-in pods are created
+// ten times a second: no creation refused, none stored without its sidecar. Each stopped replica
+// drains (--webhook-drain-duration) rather than close the API server's kept-alive connections
+// under a review it is sending, which failed such a creation with EOF.
+func TestRollingRestartRefusesNoPod(t *testing.T) {
+	const rounds = 4
+	names := []string{"operator-0"}
+	for i := range rounds {
+		names = append(names, fmt.Sprintf("restarted-%d", i))
+	}
+	t.Cleanup(func() {
+		for _, name := range names[1:] {
+			if err := run("operator-stop", name); err != nil {
+				t.Error(err)
+			}
+		}
+		must(t, startOperator("operator-0"))
+	})
+	burst := createAgentSet(t, "e2e-restart-burst", "restart-burst")
+	// Three streams, so that the API server keeps several connections open to the replicas.
+	var loads []*creations
+	for range 3 {
+		loads = append(loads, startCreations(t, newNamespace(t, "restart-burst", nil), "restart-burst", 100*time.Millisecond,
+			burst.Spec.Containers[0].Name))
+	}
+	start := time.Now()
+	for i := range rounds {
+		must(t, startOperator(names[i+1]))
+		stopOperator(t, names[i], "TERM")
+	}
+	restarted := time.Since(start)
+	created, refused := 0, 0
+	for _, load := range loads {
+		done := load.stop(t)
+		created, refused = created+done.created, refused+len(done.failed)
+		for _, f := range append(done.failed, done.bare...) {
+			t.Error(f)
+		}
+	}
+	t.Logf("%d replicas replaced one at a time in %s: %d pods created meanwhile, %d refused", rounds,
+		restarted.Round(time.Millisecond), created, refused)
+	if created < 3*5*rounds {
+		t.Errorf("only %d pods created during the restarts; the test needs a steady stream", created)
+	}
+}
+
 // previousRelease is the last release of releases.txt and its manager, built from the
 // release's commit, cached per user as hack/tool.sh caches tools (keyed by commit and Go
 // version), so a later run, from any clone, reuses it.
