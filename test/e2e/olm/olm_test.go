@@ -3,6 +3,7 @@
 package olm
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,12 @@ var (
 // made of the bundle, and uninstalls it.
 func TestInstallAndUninstall(t *testing.T) {
 	b := readBundle(t, env.bundle)
+	// The shipped catalog must hold this bundle, or the test would install another.
+	shipped, err := os.ReadFile(filepath.Join(env.catalog, b.pkg, "bundle.yaml"))
+	must(t, err)
+	if rendered := run(t, env.opm, "render", b.dir, "--output=yaml"); !bytes.Equal(bytes.TrimSpace(shipped), bytes.TrimSpace(rendered)) {
+		t.Fatalf("%s differs from `opm render %s`: catalog/ is stale (make catalog)", filepath.Join(env.catalog, b.pkg, "bundle.yaml"), b.dir)
+	}
 	sub := subscribe(t, b, "")
 	csv, took := waitInstalled(t, sub, b.csv.Name)
 	t.Logf("InstallPlan Complete and CSV %s Succeeded %v after the Subscription", csv.Name, took)

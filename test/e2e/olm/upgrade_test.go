@@ -3,7 +3,6 @@
 package olm
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,29 +17,35 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// upgradeVersion is the version of the bundle built from bundle/ to upgrade to.
-const upgradeVersion = "0.1.1"
-
-// TestUpgradeThroughTheCatalog installs the shipped bundle with startingCSV, then serves a
-// catalog whose channel adds a next version that replaces it, points the same CatalogSource at
-// it, and waits for OLM to upgrade the operator.
+// TestUpgradeThroughTheCatalog installs the previous release's bundle (releases.txt, read from
+// its commit) from a catalog holding only it, then points the same CatalogSource at a catalog
+// whose channel adds this commit's bundle, replacing it, and waits for OLM to upgrade the
+// operator by that edge: the release's CRD, RBAC and webhooks replaced by this commit's.
 func TestUpgradeThroughTheCatalog(t *testing.T) {
-	from := readBundle(t, env.bundle)
 	dir := t.TempDir()
-	next := bumpBundle(t, from, env.bundle, filepath.Join(dir, "bundle-"+upgradeVersion), upgradeVersion)
-	catalog := upgradeCatalog(t, from, next, filepath.Join(dir, "catalog"))
+	release, releaseDir := releaseBundle(t, dir)
+	from := readBundle(t, releaseDir)
+	current := readBundle(t, env.bundle)
+	// This commit's bundle carries the release's version until the next release is cut; it
+	// is then renamed the next patch version, as the channel needs a new CSV name.
+	version := current.csv.Spec.Version.Version
+	if !version.GT(from.csv.Spec.Version.Version) {
+		version = from.csv.Spec.Version.Version
+		version.Patch++
+		version.Pre, version.Build = nil, nil
+	}
+	next := bumpBundle(t, from, current, filepath.Join(dir, "bundle-"+version.String()), version.String())
+	start := catalogOf(t, filepath.Join(dir, "catalog-release"), from)
+	catalog := catalogOf(t, filepath.Join(dir, "catalog"), from, next)
 
+	startCatalog(t, "catalog-release", start)
 	sub := subscribe(t, from, from.csv.Name)
 	_, took := waitInstalled(t, sub, from.csv.Name)
-	t.Logf("%s Succeeded %v after the Subscription", from.csv.Name, took)
+	t.Logf("%s (release %s) Succeeded %v after the Subscription", from.csv.Name, release, took)
 
-	port := strings.TrimSpace(string(run(t, env.olmScript, "serve", "catalog-upgrade", catalog)))
-	t.Cleanup(func() { run(t, env.olmScript, "unserve", "catalog-upgrade") })
-	setCatalogAddress(t, "127.0.0.1:"+port)
-	t.Cleanup(func() { setCatalogAddress(t, "127.0.0.1:"+catalogPort) })
-
+	startCatalog(t, "catalog-upgrade", catalog)
 	csv, took := waitInstalled(t, sub, next.csv.Name)
-	t.Logf("%s Succeeded %v after the CatalogSource moved to the new catalog", csv.Name, took)
+	t.Logf("%s (this commit's bundle) Succeeded %v after the CatalogSource moved to the new catalog", csv.Name, took)
 	if csv.Spec.Replaces != from.csv.Name {
 		t.Errorf("CSV %s replaces %q, want %q", csv.Name, csv.Spec.Replaces, from.csv.Name)
 	}
@@ -63,18 +68,52 @@ func TestUpgradeThroughTheCatalog(t *testing.T) {
 	uninstall(t, sub, csv)
 }
 
-// bumpBundle copies the bundle directory src to dst as version: the CSV gets the new name and
-// version, replaces from's CSV, and runs the image tagged with the new version.
-func bumpBundle(t *testing.T, from bundle, src, dst, version string) bundle {
+// releaseBundle extracts the bundle directory of the last release in releases.txt, from its
+// commit, into dir, and returns the release and the directory.
+func releaseBundle(t *testing.T, dir string) (release, bundleDir string) {
 	t.Helper()
-	must(t, os.CopyFS(dst, os.DirFS(src)))
+	root := strings.TrimSpace(string(run(t, "git", "rev-parse", "--show-toplevel")))
+	raw, err := os.ReadFile(filepath.Join(root, "releases.txt"))
+	must(t, err)
+	var commit string
+	for line := range strings.Lines(string(raw)) {
+		if fields := strings.Fields(line); len(fields) == 3 && !strings.HasPrefix(fields[0], "#") {
+			release, commit = fields[0], fields[1]
+		}
+	}
+	if commit == "" {
+		t.Fatal("releases.txt names no release")
+	}
+	tarball := filepath.Join(dir, "release.tar")
+	run(t, "git", "-C", root, "archive", "-o", tarball, commit, "bundle")
+	src := filepath.Join(dir, "release")
+	must(t, os.MkdirAll(src, 0o755))
+	run(t, "tar", "-x", "-f", tarball, "-C", src)
+	return release, filepath.Join(src, "bundle")
+}
+
+// startCatalog serves the catalog directory as NAME and points the CatalogSource at it, until
+// the test ends.
+func startCatalog(t *testing.T, name, dir string) {
+	t.Helper()
+	port := strings.TrimSpace(string(run(t, env.olmScript, "serve", name, dir)))
+	t.Cleanup(func() { run(t, env.olmScript, "unserve", name) })
+	setCatalogAddress(t, "127.0.0.1:"+port)
+	t.Cleanup(func() { setCatalogAddress(t, "127.0.0.1:"+catalogPort) })
+}
+
+// bumpBundle copies the bundle src to dst as version: the CSV gets the new name and version,
+// replaces from's CSV, and runs the image tagged with the new version.
+func bumpBundle(t *testing.T, from, src bundle, dst, version string) bundle {
+	t.Helper()
+	must(t, os.CopyFS(dst, os.DirFS(src.dir)))
 	csvs, err := filepath.Glob(filepath.Join(dst, "manifests", "*.clusterserviceversion.yaml"))
 	must(t, err)
 	raw, err := os.ReadFile(csvs[0])
 	must(t, err)
 	var csv unstructured.Unstructured
 	must(t, yaml.Unmarshal(raw, &csv.Object))
-	oldVersion := from.csv.Spec.Version.String()
+	oldVersion := src.csv.Spec.Version.String()
 	csv.SetName(from.pkg + ".v" + version)
 	must(t, unstructured.SetNestedField(csv.Object, version, "spec", "version"))
 	must(t, unstructured.SetNestedField(csv.Object, from.csv.Name, "spec", "replaces"))
@@ -105,27 +144,24 @@ func bumpBundle(t *testing.T, from bundle, src, dst, version string) bundle {
 	return next
 }
 
-// upgradeCatalog writes a file-based catalog into dir with both bundles rendered by
-// `opm render` (manifests inline, image ""), a channel in which next replaces from, and
-// validates it with `opm validate`. It returns the catalog's root.
-func upgradeCatalog(t *testing.T, from, next bundle, dir string) string {
+// catalogOf writes a file-based catalog into dir with the bundles rendered by `opm render`
+// (manifests inline, image ""), a channel in which each replaces the one before, and validates
+// it with `opm validate`. It returns the catalog's root.
+func catalogOf(t *testing.T, dir string, bundles ...bundle) string {
 	t.Helper()
-	pkgDir := filepath.Join(dir, from.pkg)
+	first := bundles[0]
+	pkgDir := filepath.Join(dir, first.pkg)
 	must(t, os.MkdirAll(pkgDir, 0o755))
-	files := map[string][]byte{
-		"package.yaml": run(t, env.opm, "init", from.pkg, "--default-channel="+from.channel, "--output=yaml"),
-		"bundle-v" + from.csv.Spec.Version.String() + ".yaml": run(t, env.opm, "render", from.dir, "--output=yaml"),
-		"bundle-v" + next.csv.Spec.Version.String() + ".yaml": run(t, env.opm, "render", next.dir, "--output=yaml"),
-		"channels.yaml": fmt.Appendf(nil, "schema: olm.channel\npackage: %s\nname: %s\nentries:\n- name: %s\n- name: %s\n  replaces: %s\n",
-			from.pkg, from.channel, from.csv.Name, next.csv.Name, from.csv.Name),
+	channel := fmt.Sprintf("schema: olm.channel\npackage: %s\nname: %s\nentries:\n", first.pkg, first.channel)
+	files := map[string][]byte{"package.yaml": run(t, env.opm, "init", first.pkg, "--default-channel="+first.channel, "--output=yaml")}
+	for i, b := range bundles {
+		files["bundle-v"+b.csv.Spec.Version.String()+".yaml"] = run(t, env.opm, "render", b.dir, "--output=yaml")
+		channel += "- name: " + b.csv.Name + "\n"
+		if i > 0 {
+			channel += "  replaces: " + bundles[i-1].csv.Name + "\n"
+		}
 	}
-	// The starting bundle must be the one the served catalog/ holds, or OLM would see two
-	// different bundles under one name.
-	shipped, err := os.ReadFile(filepath.Join(env.catalog, from.pkg, "bundle.yaml"))
-	must(t, err)
-	if rendered := files["bundle-v"+from.csv.Spec.Version.String()+".yaml"]; !bytes.Equal(bytes.TrimSpace(shipped), bytes.TrimSpace(rendered)) {
-		t.Fatalf("%s differs from `opm render %s`: catalog/ is stale (make catalog)", filepath.Join(env.catalog, from.pkg, "bundle.yaml"), from.dir)
-	}
+	files["channels.yaml"] = []byte(channel)
 	for name, content := range files {
 		must(t, os.WriteFile(filepath.Join(pkgDir, name), content, 0o644))
 	}
