@@ -54,6 +54,7 @@ type flags struct {
 	injection                               string
 	excludedNamespaces                      string
 	patchPodMetadataAllowedKeys             string
+	insecureRegistries                      string
 }
 
 func parseFlags() (flags, zap.Options) {
@@ -90,6 +91,9 @@ func parseFlags() (flags, zap.Options) {
 		"separated by commas, besides kube-system and the operator's own: status and rollouts count their pods as excluded, "+
 		"and in policy mode the policies leave them alone. Exclude them in the pod webhook's namespaceSelector too "+
 		"(the Helm chart's webhook.excludedNamespaces sets both).")
+	flag.StringVar(&f.insecureRegistries, "insecure-registries", "", "Registries (host[:port], separated by commas) the "+
+		"operator reads the digests of SidecarSets' images from over plain HTTP rather than HTTPS (spec.imagePolicy.pin: Digest), "+
+		"such as a registry on the node's loopback address. Empty: HTTPS everywhere.")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -168,8 +172,9 @@ func run(f flags) error {
 		return err
 	}
 	if _, err := operator.Setup(ctx, mgr, operator.Options{Namespace: namespace, Injection: f.injection,
-		ExcludedNamespaces:          operator.ParseNamespaces(f.excludedNamespaces),
-		PatchPodMetadataAllowedKeys: strings.Split(f.patchPodMetadataAllowedKeys, ",")}); err != nil {
+		ExcludedNamespaces:          operator.ParseList(f.excludedNamespaces),
+		PatchPodMetadataAllowedKeys: strings.Split(f.patchPodMetadataAllowedKeys, ","),
+		InsecureRegistries:          operator.ParseList(f.insecureRegistries)}); err != nil {
 		return err
 	}
 	log.Info("Starting manager", "webhookPort", f.webhookPort, "certDir", certDir, "leaderElection", f.leaderElect, "injection", f.injection)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -85,12 +87,13 @@ func (r *RevisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the reconciler: spec changes and revision changes (one deleted
-// by hand is stored again) wake it.
+// SetupWithManager registers the reconciler: spec changes, new digests of a set pinning them
+// (its content changes with them) and revision changes (one deleted by hand is stored again)
+// wake it.
 func (r *RevisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset-revisions").
-		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, pinnedDigestsChanged))).
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(revisionOwner)).
 		Complete(r)
 }
@@ -164,3 +167,12 @@ func (r *RevisionReconciler) recordedHashes(c *inject.CompiledSet) func(string) 
 		return recorded[hash]
 	}
 }
+
+// pinnedDigestsChanged passes the updates of a set whose status.images pin other digests.
+var pinnedDigestsChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*appsv1alpha1.SidecarSet)
+	cur, okNew := e.ObjectNew.(*appsv1alpha1.SidecarSet)
+	return okOld && okNew && !slices.EqualFunc(old.Status.Images, cur.Status.Images, func(a, b appsv1alpha1.ResolvedImage) bool {
+		return a.Image == b.Image && a.Digest == b.Digest
+	})
+}}

@@ -176,8 +176,8 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset-rollout").
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		// Spec changes only: status writes change no rollout.
-		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Spec changes, and new digests of a set pinning them: other status writes change no rollout.
+		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, pinnedDigestsChanged))).
 		// Pods that change state (ready, updated, gone) free or spend the budget.
 		WatchesRawSource(r.Pods.Source()).
 		// A set stopped by a conflict, or free again, stops or resumes updating.

@@ -104,6 +104,8 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// status.recreating is the rollout's to write (see RolloutReconciler.storeRecreating): the
 	// merge patch below never changes it.
 	want.Recreating = set.Status.Recreating
+	// status.images and imagesRefreshed are the image resolver's (ImageResolver).
+	want.Images, want.ImagesRefreshed = set.Status.Images, set.Status.ImagesRefreshed
 	// status.refusals: each replica's webhook writes its own entry (internal/refusals); the
 	// entries older than the quiet period go, and Refusing says what the others hold.
 	var recheck time.Duration
@@ -138,9 +140,16 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // spec is fixed.
 func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.SidecarSet) (appsv1alpha1.SidecarSetStatus, error) {
 	now := metav1.NewTime(r.now())
-	compiled, err := inject.Compile(set)
-	if err != nil {
+	// A set whose pinned images wait to be resolved is counted against the revision it
+	// injected last, which new pods get meanwhile.
+	compiled, waiting, err := revision.Compile(set, set, r.storedRevision(ctx))
+	if compiled == nil {
 		r.Pods.Tally.Forget(set.Name)
+		if waiting != nil {
+			st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
+			status.WithImages(&st.Conditions, set.Status.Conditions, set, waiting, "", now)
+			return st, nil
+		}
 		return status.Invalid(set, err, now), nil
 	}
 	// The Store may not have seen this very version of the set yet; when its verdict changes
@@ -155,6 +164,11 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 		ro = r.Rollouts.For(compiled)
 	}
 	st := status.Compute(compiled, counts, conflicts, ro, set.Status.Conditions, now)
+	lastRevision := ""
+	if waiting != nil {
+		lastRevision = revision.Name(set.Name, compiled.Hash)
+	}
+	status.WithImages(&st.Conditions, set.Status.Conditions, set, waiting, lastRevision, now)
 	if r.PolicyMode {
 		cond, err := r.policyCondition(ctx, set)
 		if err == nil {
@@ -186,6 +200,21 @@ func (r *StatusReconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+// storedRevision finds a stored revision of the operator's namespace by name, nil when it is
+// not there (or nothing is stored).
+func (r *StatusReconciler) storedRevision(ctx context.Context) func(string) *appsv1.ControllerRevision {
+	return func(name string) *appsv1.ControllerRevision {
+		if r.Namespace == "" || name == "" {
+			return nil
+		}
+		var rev appsv1.ControllerRevision
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, &rev); err != nil {
+			return nil
+		}
+		return &rev
+	}
 }
 
 // SetupWithManager registers the reconciler and its watches.

@@ -45,6 +45,11 @@ const (
 	// current content, so a revision can be named by a version of the user's choosing.
 	CustomVersionLabel = "sidecarset.io/custom-version"
 
+	// RefreshImagesAnnotation, set on a SidecarSet with imagePolicy.pin Digest to a new value
+	// (`kubectl sidecarset rollout refresh` writes the time), has the operator resolve its
+	// images again: a tag that moved since makes a new revision.
+	RefreshImagesAnnotation = "sidecarset.io/refresh-images"
+
 	// LeaderLabel is set on the operator's leader-election Lease to the name of the replica
 	// (its pod, from POD_NAME, or its hostname) that holds it: `kubectl get lease -L
 	// sidecarset.io/leader` says which pod writes status.

@@ -106,6 +106,71 @@ type SidecarSetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Revision history limit",xDescriptors="urn:alm:descriptor:com.tectonic.ui:number"
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// ImagePolicy says how the sidecars' images are named in the Pods: as written (the
+	// default), or pinned to the digests their tags named when the revision was made, so that
+	// every Pod of a revision runs the same bytes.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image policy"
+	ImagePolicy *ImagePolicy `json:"imagePolicy,omitempty"`
+}
+
+// ImagePin says how a SidecarSet's images are named in the Pods it injects.
+// +kubebuilder:validation:Enum=Tag;Digest
+type ImagePin string
+
+const (
+	// ImagePinTag injects each image as the spec writes it: a tag the registry may move.
+	ImagePinTag ImagePin = "Tag"
+	// ImagePinDigest resolves each image the spec names by tag to the digest the tag names,
+	// once, and injects repository:tag@digest. The tag moving later changes nothing until the
+	// set's images are refreshed (the sidecarset.io/refresh-images annotation, which
+	// `kubectl sidecarset rollout refresh` sets): that makes a new revision, which rolls out
+	// as any other.
+	ImagePinDigest ImagePin = "Digest"
+)
+
+// ImagePolicy says how a SidecarSet's images are named in the Pods it injects.
+type ImagePolicy struct {
+	// Pin is Tag (inject the images as written) or Digest (pin them to digests). An image the
+	// spec already names by digest is injected as written either way.
+	// +kubebuilder:default=Tag
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pin images",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Tag","urn:alm:descriptor:com.tectonic.ui:select:Digest"}
+	Pin ImagePin `json:"pin,omitempty"`
+
+	// PullSecrets name Secrets of type kubernetes.io/dockerconfigjson in the operator's
+	// namespace holding the credentials the operator resolves the images with, when their
+	// registries need any. They are read by the operator only: Pods still pull with their own
+	// (spec.imagePullSecrets).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	PullSecrets []corev1.LocalObjectReference `json:"pullSecrets,omitempty"`
+}
+
+// ResolvedImage is what an image of a SidecarSet with imagePolicy.pin Digest resolved to.
+type ResolvedImage struct {
+	// Image is the image as the spec names it.
+	Image string `json:"image"`
+	// Digest is the digest the image's tag named when it was resolved (sha256:...); empty
+	// while it has never been resolved.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Digest string `json:"digest,omitempty"`
+	// ResolvedAt is when Digest was read from the registry.
+	// +optional
+	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+	// Latest is the digest the tag names now, when it differs from Digest: the tag has moved
+	// since, and refreshing the set's images would roll Latest out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Latest string `json:"latest,omitempty"`
+	// Error is why the image's latest resolution failed (the registry unreachable, the image
+	// or the credentials missing); empty when it succeeded.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // UpdateStrategyType says whether running Pods are updated.
@@ -644,6 +709,22 @@ type SidecarSetStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pods refused",xDescriptors="urn:alm:descriptor:text"
 	Refusals []ReplicaRefusals `json:"refusals,omitempty"`
 
+	// Images are, for a set with imagePolicy.pin Digest, the digests its images resolved to:
+	// the Pods it injects name them. The operator resolves each image once and again only when
+	// the set is refreshed (the sidecarset.io/refresh-images annotation).
+	// +optional
+	// +listType=map
+	// +listMapKey=image
+	// +kubebuilder:validation:MaxItems=64
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pinned images",xDescriptors="urn:alm:descriptor:text"
+	Images []ResolvedImage `json:"images,omitempty"`
+
+	// ImagesRefreshed is the value of the sidecarset.io/refresh-images annotation the images
+	// were last resolved for.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Images refreshed for",xDescriptors="urn:alm:descriptor:text"
+	ImagesRefreshed string `json:"imagesRefreshed,omitempty"`
+
 	// Conditions are the latest observations: Ready (the summary), Paused, PodsUpdated and
 	// PodsReady; RollingUpdate for updateStrategy RollingUpdate; Conflict while one lasts;
 	// Invalid when the spec cannot be used; PolicyCompiled in policy mode.
@@ -750,6 +831,11 @@ const (
 	// ConditionInvalid is True when the spec cannot be used (possible only when it was written
 	// while the validating webhook was down); such a SidecarSet injects nothing.
 	ConditionInvalid = "Invalid"
+	// ConditionImagesPinned, for a set with imagePolicy.pin Digest, is True when every image
+	// is pinned to a digest (reason Pinned, or TagMoved when a tag names another digest now;
+	// the message names them), False while an image waits to be resolved (reason Resolving;
+	// the message names it and why). Absent for other sets.
+	ConditionImagesPinned = "ImagesPinned"
 	// ConditionConflict is True while the SidecarSet clashes with another one that can select
 	// the same Pods (a container name, a volume defined two ways, a host port): possible when
 	// both were written at the same moment, or while the validating webhook was down. The

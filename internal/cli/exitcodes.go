@@ -16,7 +16,7 @@ const (
 	// ExitUsage: wrong flags or arguments.
 	ExitUsage = 2
 	// ExitCluster: the cluster could not be reached or refused a read (SidecarSets, revisions,
-	// a namespace, its LimitRanges, a pod, a node).
+	// a namespace, its LimitRanges, a pod, a node), or rollout refresh's write.
 	ExitCluster = 3
 	// ExitChanges: upgrade-check found something an upgrade to this version would change.
 	ExitChanges = 4
@@ -33,7 +33,7 @@ var exitCodes = []struct {
 		"a pod or SidecarSet that does not exist, an OpenKruise field convert has no equivalent for) or a pod the webhook refuses " +
 		"(inject then prints nothing; explain prints every verdict, Refused for the SidecarSet the webhook names)"},
 	{ExitUsage, "wrong flags or arguments"},
-	{ExitCluster, "the cluster could not be reached or refused a read"},
+	{ExitCluster, "the cluster could not be reached or refused a read (or, for rollout refresh, the write)"},
 	{ExitChanges, "upgrade-check: upgrading the operator to this version would change a SidecarSet or a pod (the report says which)"},
 }
 

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,14 +28,65 @@ import (
 func newRolloutCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Look at a SidecarSet's rollout before it happens",
+		Short: "Look at a SidecarSet's rollout before it happens, or refresh its pinned images",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return usageError("rollout needs a subcommand, plan SIDECARSET; got %q", strings.Join(args, " "))
+			return usageError("rollout needs a subcommand, plan SIDECARSET or refresh SIDECARSET; got %q", strings.Join(args, " "))
 		},
 	}
-	cmd.AddCommand(newPlanCommand(o))
+	cmd.AddCommand(newPlanCommand(o), newRefreshCommand(o))
 	return cmd
+}
+
+func newRefreshCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "refresh SIDECARSET",
+		Short: "Have the operator resolve a digest-pinned SidecarSet's images again",
+		Long: `refresh sets the SidecarSet's sidecarset.io/refresh-images annotation to the current time. The
+operator then reads again the digest each of the set's tags names (spec.imagePolicy.pin: Digest)
+and pins the new ones: a tag that moved since makes a new revision, which rolls out as any other
+(updateStrategy: partition, maxUnavailable, paused). Until then, a moved tag changes no pod;
+status.images[].latest and the ImagesPinned condition say where it moved.
+
+status.imagesRefreshed takes the annotation's value once every image resolved.`,
+		Example: `  kubectl sidecarset rollout refresh mesh-proxy
+  kubectl get sidecarset mesh-proxy -o jsonpath='{.status.imagesRefreshed} {.status.images}'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("rollout refresh takes one SidecarSet name; got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.kubeClient()
+			if err != nil {
+				return clusterError(err)
+			}
+			var set appsv1alpha1.SidecarSet
+			if err := c.Get(cmd.Context(), client.ObjectKey{Name: args[0]}, &set); err != nil {
+				if apierrors.IsNotFound(err) {
+					return &exitError{code: ExitRefused, err: fmt.Errorf("SidecarSet %q does not exist", args[0])}
+				}
+				return clusterError(err)
+			}
+			if !inject.PinsDigests(&set) {
+				return &exitError{code: ExitRefused, err: fmt.Errorf("SidecarSet %q does not pin its images to digests "+
+					"(spec.imagePolicy.pin is not Digest): its pods get its images by tag, and there is nothing to refresh", set.Name)}
+			}
+			token := time.Now().UTC().Format(time.RFC3339Nano)
+			raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+				appsv1alpha1.RefreshImagesAnnotation: token}}})
+			if err != nil {
+				return err
+			}
+			if err := c.Patch(cmd.Context(), &set, client.RawPatch(types.MergePatchType, raw)); err != nil {
+				return clusterError(fmt.Errorf("setting %s on SidecarSet %s: %w", appsv1alpha1.RefreshImagesAnnotation, set.Name, err))
+			}
+			_, err = fmt.Fprintf(o.streams.Out, "sidecarset/%s: refresh %s asked; status.imagesRefreshed says %s once its images are resolved again\n",
+				set.Name, token, token)
+			return err
+		},
+	}
 }
 
 func newPlanCommand(o *options) *cobra.Command {

@@ -36,6 +36,9 @@ const (
 	PodEvicted               Reason = "PodEvicted"
 	PodNotUpdatable          Reason = "PodNotUpdatable"
 	RolloutHalted            Reason = "RolloutHalted"
+	ResolvingImages          Reason = "ResolvingImages"
+	ImageResolutionFailed    Reason = "ImageResolutionFailed"
+	ImageTagMoved            Reason = "ImageTagMoved"
 )
 
 // Event is one reason the operator writes events under.
@@ -65,6 +68,9 @@ var Events = []Event{
 	{PodsExcluded, corev1.EventTypeWarning, "SidecarSet", "pods the set selects are in namespaces that are never injected"},
 	{PodRefused, corev1.EventTypeWarning, "SidecarSet", "the pod webhook refused pods the set selects (at most once a minute per replica)"},
 	{ViolatesPodSecurity, corev1.EventTypeWarning, "SidecarSet", "the set's sidecars make a pod break its namespace's enforced Pod Security Standard"},
+	{ResolvingImages, corev1.EventTypeNormal, "SidecarSet", "Ready's reason: a set pinning digests has images not resolved yet; new pods keep its last revision"},
+	{ImageResolutionFailed, corev1.EventTypeWarning, "SidecarSet", "the operator could not read an image's digest from its registry (the image, the credentials or the registry); retried with backoff"},
+	{ImageTagMoved, corev1.EventTypeNormal, "SidecarSet", "a pinned image's tag names another digest now; pods keep the pinned one until the set's images are refreshed"},
 	{PodEventsCapped, corev1.EventTypeNormal, "SidecarSet", "past 100 SidecarUpdated events for one revision, the rest of the pods update quietly"},
 	{SidecarUpdated, corev1.EventTypeNormal, "Pod", "the rollout updated the pod's sidecars in place"},
 	{PodEvicted, corev1.EventTypeNormal, "Pod", "the rollout evicted the pod so that its controller recreates it with the current sidecars"},

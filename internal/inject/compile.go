@@ -54,10 +54,17 @@ func (c *CompiledSet) Name() string { return c.Set.Name }
 func (c *CompiledSet) HasNamespaceSelector() bool { return c.namespaceSelector != nil }
 
 // Compile parses a SidecarSet's selectors and computes its hash. It fails on selectors the
-// validating webhook would have refused.
+// validating webhook would have refused. A set pinning digests (imagePolicy.pin Digest) is
+// compiled with its images pinned to the digests status.images gives (c.Set is then a copy);
+// while one has none, Compile returns an *ImagesNotResolvedError.
 func Compile(set *appsv1alpha1.SidecarSet) (*CompiledSet, error) {
 	if set.Spec.Selector == nil {
 		return nil, fmt.Errorf("SidecarSet %q: spec.selector is required", set.Name)
+	}
+	// A set pinning digests injects, hashes and stores its images pinned.
+	set, err := pinDigests(set)
+	if err != nil {
+		return nil, err
 	}
 	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
 	if err != nil {
@@ -137,6 +144,8 @@ func WithContent(set *appsv1alpha1.SidecarSet, content []byte) (*appsv1alpha1.Si
 	out.Spec.Containers, out.Spec.InitContainers, out.Spec.Volumes, out.Spec.ImagePullSecrets = c.Containers, c.InitContainers, c.Volumes, c.ImagePullSecrets
 	out.Spec.PatchPodMetadata = c.PatchPodMetadata
 	out.Spec.Overrides = c.Overrides
+	// Stored content is injected as stored: its images were pinned, if ever, when it was.
+	out.Spec.ImagePolicy = nil
 	return out, nil
 }
 

@@ -25,7 +25,7 @@ func TestExcludedNamespaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := injectionScope(Options{Namespace: "sidecarset-system", ExcludedNamespaces: ParseNamespaces(tt.flag)})
+			got, err := injectionScope(Options{Namespace: "sidecarset-system", ExcludedNamespaces: ParseList(tt.flag)})
 			if tt.error != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.error) {
 					t.Fatalf("error %v, want one containing %q", err, tt.error)

@@ -33,6 +33,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/controllers"
+	"github.com/sidecarset/sidecarset-operator/internal/images"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
@@ -73,6 +74,12 @@ type Options struct {
 	// RefusalQuietPeriod is how long after the webhook's latest refusal of its pods a set's
 	// Refusing condition turns False (refusals.QuietPeriod when zero; tests shorten it).
 	RefusalQuietPeriod time.Duration
+	// InsecureRegistries are the registries (host[:port]) the image resolver reaches over
+	// plain HTTP (--insecure-registries), for sets pinning digests.
+	InsecureRegistries []string
+	// ImageRecheck is how often the tags of sets pinning digests are read again, to report
+	// one that moved (10 minutes when zero; tests shorten it).
+	ImageRecheck time.Duration
 	// Conditions writes the operator's OLM OperatorCondition (Upgradeable=False during rollouts);
 	// operator-lib's in-cluster factory when nil.
 	Conditions conditions.Factory
@@ -283,6 +290,12 @@ func setupControllers(mgr ctrl.Manager, store *snapshot.Store, opts Options, sco
 	if err := revisions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the revision reconciler: %w", err)
 	}
+	// Pull secrets are read in the operator's namespace: without one, sets pinning digests wait.
+	resolver := &controllers.ImageResolver{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: opts.Namespace,
+		Resolver: &images.Resolver{Insecure: opts.InsecureRegistries}, Recorder: recorder, Recheck: opts.ImageRecheck}
+	if err := resolver.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the image resolver: %w", err)
+	}
 	return nil
 }
 
@@ -313,9 +326,9 @@ func injectionScope(opts Options) (inject.Scope, error) {
 	return inject.Scope{OperatorNamespace: opts.Namespace, ExcludedNamespaces: opts.ExcludedNamespaces}, nil
 }
 
-// ParseNamespaces splits the value of --excluded-namespaces: names separated by commas, blanks
-// around them and empty entries ignored.
-func ParseNamespaces(value string) []string {
+// ParseList splits the value of a list flag (--excluded-namespaces, --insecure-registries):
+// entries separated by commas, blanks around them and empty entries ignored.
+func ParseList(value string) []string {
 	var out []string
 	for _, ns := range strings.Split(value, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {

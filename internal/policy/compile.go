@@ -95,10 +95,24 @@ func Stopped(older string) *Unsupported {
 
 func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision, opts Options, routed *Unsupported) (*Compiled, error) {
 	content, pin := Resolve(set, revs)
-	engine, err := inject.Compile(content)
-	if err != nil {
+	// A set pinning digests is rendered with its images pinned (engine.Set); while some wait
+	// to be resolved, the webhook injects its last revision, and the policy routes its pods there.
+	engine, waiting, err := revision.Compile(set, content, func(name string) *appsv1.ControllerRevision {
+		for _, r := range revs {
+			if r.Name == name {
+				return r
+			}
+		}
+		return nil
+	})
+	if engine == nil {
 		return nil, err
 	}
+	if waiting != nil && routed == nil {
+		routed = &Unsupported{Field: "spec.imagePolicy", Reason: "its images wait to be resolved to digests (condition ImagesPinned): " +
+			"the webhook injects its last revision meanwhile"}
+	}
+	content = engine.Set
 	othersCEL, err := selectedByOthers(set.Name, others)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ var SpecFields = map[string]FieldRule{
 	"injectionStrategy":    {Form: FormCEL, ReadsPod: true},
 	"updateStrategy":       {Form: FormNotAdmission},
 	"revisionHistoryLimit": {Form: FormNotAdmission},
+	// The digests are compiled into the containers' images (inject.Compile), which are hashed.
+	"imagePolicy": {Form: FormCEL},
 }
 
 // SidecarFields are the rules of SidecarContainer's own fields, by JSON name; the embedded

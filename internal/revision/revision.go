@@ -5,6 +5,7 @@
 package revision
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -196,4 +197,29 @@ func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (c
 		return set, fmt.Sprintf("%s, which cannot be read (%v)", Describe(ref), err)
 	}
 	return content, ""
+}
+
+// Compile compiles content, set as Resolve returned it. A set pinning digests
+// (imagePolicy.pin Digest) whose images are not all resolved yet goes on injecting what it
+// injected last: the revision its status.updateRevision names, which stored finds when it is
+// stored. waiting then says which images it waits for; c is nil, and err is waiting, when that
+// revision is not stored either (a new set: it injects nothing until its images resolve).
+func Compile(set, content *appsv1alpha1.SidecarSet, stored func(name string) *appsv1.ControllerRevision) (
+	c *inject.CompiledSet, waiting *inject.ImagesNotResolvedError, err error) {
+	c, err = inject.Compile(content)
+	if !errors.As(err, &waiting) || content != set {
+		return c, nil, err
+	}
+	last := stored(set.Status.UpdateRevision)
+	if set.Status.UpdateRevision == "" || last == nil || last.Labels[appsv1alpha1.RevisionSetLabel] != set.Name {
+		return nil, waiting, err
+	}
+	old, cerr := Content(set, last)
+	if cerr != nil {
+		return nil, waiting, err
+	}
+	if c, cerr = inject.Compile(old); cerr != nil {
+		return nil, waiting, err
+	}
+	return c, waiting, nil
 }

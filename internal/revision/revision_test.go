@@ -273,3 +273,65 @@ func TestReconcileFollowsPinByCustomVersion(t *testing.T) {
 		t.Errorf("Delete = %v, want %v (image 2's revision, the newest stable, kept)", p.Delete, want)
 	}
 }
+
+// TestCompileWaitingForDigests: a set pinning digests stores its pinned content; edited to an
+// image not resolved yet, it compiles to that stored revision (what new pods keep getting), and
+// says which image waits; with no revision stored, or another set's, it compiles to nothing.
+func TestCompileWaitingForDigests(t *testing.T) {
+	const digest = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	set := &appsv1alpha1.SidecarSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-1"},
+		Spec: appsv1alpha1.SidecarSetSpec{
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Containers:  []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "agent", Image: "agent:1"}}},
+			ImagePolicy: &appsv1alpha1.ImagePolicy{Pin: appsv1alpha1.ImagePinDigest},
+		},
+		Status: appsv1alpha1.SidecarSetStatus{Images: []appsv1alpha1.ResolvedImage{{Image: "agent:1", Digest: digest}}},
+	}
+	first, err := inject.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := Reconcile(first, "ops", nil, nil).Create
+	if got := string(rev.Data.Raw); !strings.Contains(got, "agent:1@"+digest) {
+		t.Fatalf("the revision stores %s; want the pinned image agent:1@%s", got, digest)
+	}
+	edited := set.DeepCopy()
+	edited.Spec.Containers[0].Image = "agent:2"
+	edited.Status.UpdateRevision = rev.Name
+	lookup := func(revs ...*appsv1.ControllerRevision) func(string) *appsv1.ControllerRevision {
+		return func(name string) *appsv1.ControllerRevision {
+			for _, r := range revs {
+				if r.Name == name {
+					return r
+				}
+			}
+			return nil
+		}
+	}
+
+	c, waiting, err := Compile(edited, edited, lookup(rev))
+	if err != nil || waiting == nil || c == nil {
+		t.Fatalf("Compile() = %v, %v, %v; want the stored revision, waiting for agent:2", c, waiting, err)
+	}
+	if c.Hash != first.Hash || c.Set.Spec.Containers[0].Image != "agent:1@"+digest {
+		t.Errorf("compiled hash %s image %s; want the stored revision's %s, agent:1@%s", c.Hash, c.Set.Spec.Containers[0].Image, first.Hash, digest)
+	}
+	if !slices.Equal(waiting.Images, []string{"agent:2"}) {
+		t.Errorf("waiting for %q, want agent:2", waiting.Images)
+	}
+
+	other := rev.DeepCopy()
+	other.Labels[appsv1alpha1.RevisionSetLabel] = "other"
+	for name, stored := range map[string]func(string) *appsv1.ControllerRevision{"nothing stored": lookup(), "another set's": lookup(other)} {
+		if c, waiting, err := Compile(edited, edited, stored); c != nil || waiting == nil || err == nil {
+			t.Errorf("%s: Compile() = %v, %v, %v; want nothing, waiting for agent:2", name, c, waiting, err)
+		}
+	}
+
+	// Resolved, the edited set compiles to its own content.
+	edited.Status.Images = append(edited.Status.Images, appsv1alpha1.ResolvedImage{Image: "agent:2", Digest: digest})
+	if c, waiting, err = Compile(edited, edited, lookup(rev)); err != nil || waiting != nil || c.Set.Spec.Containers[0].Image != "agent:2@"+digest {
+		t.Errorf("resolved: Compile() = %v, %v, %v; want agent:2@%s", c, waiting, err, digest)
+	}
+}

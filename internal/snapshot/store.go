@@ -124,13 +124,20 @@ func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	if ok && old.Set.ResourceVersion == set.ResourceVersion && set.ResourceVersion != "" {
 		return
 	}
-	// Status writes and label changes keep the generation: what conflicts stays the same.
-	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 {
+	// Status writes and label changes keep the generation: what conflicts stays the same,
+	// unless the digests the set's images are pinned to (status.images) change.
+	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 ||
+		!slices.EqualFunc(old.Set.Status.Images, set.Status.Images, sameDigest) {
 		s.forgetPairs(set.Name)
 	}
 	s.objects[set.Name] = set
 	s.compile(set)
 	s.publish()
+}
+
+// sameDigest: a and b pin the same image to the same digest.
+func sameDigest(a, b appsv1alpha1.ResolvedImage) bool {
+	return a.Image == b.Image && a.Digest == b.Digest
 }
 
 // compile compiles set into the Store: from the revision it pins, when it pins one that is
@@ -143,7 +150,8 @@ func (s *Store) compile(set *appsv1alpha1.SidecarSet) {
 	if missing != "" {
 		s.pinMissing[set.Name] = missing
 	}
-	c, err := inject.Compile(content)
+	// A set pinning digests whose images wait to be resolved keeps injecting its last revision.
+	c, _, err := revision.Compile(set, content, func(name string) *appsv1.ControllerRevision { return s.revisions[name] })
 	if err == nil && content != set && partial(set) {
 		// New pods get either the pinned revision or the current spec.
 		var latest *inject.CompiledSet
@@ -176,7 +184,7 @@ func (s *Store) DeleteRevision(r *appsv1.ControllerRevision) {
 
 func (s *Store) recompilePinning(r *appsv1.ControllerRevision) {
 	set, ok := s.objects[r.Labels[appsv1alpha1.RevisionSetLabel]]
-	if !ok || set.Spec.InjectionStrategy.Revision == nil {
+	if !ok || (set.Spec.InjectionStrategy.Revision == nil && !inject.PinsDigests(set)) {
 		return
 	}
 	s.forgetPairs(set.Name) // its injected content may change

@@ -208,7 +208,8 @@ func startManager(ctx context.Context, cfg, managerCfg *rest.Config, hooks *envt
 		return nil, err
 	}
 	op, err = operator.Setup(ctx, mgr, operator.Options{Namespace: operatorNamespace, Conditions: upgradeable,
-		PatchPodMetadataAllowedKeys: []string{allowedAnnotationPrefix + "*"}, RefusalQuietPeriod: refusalQuietPeriod})
+		PatchPodMetadataAllowedKeys: []string{allowedAnnotationPrefix + "*"}, RefusalQuietPeriod: refusalQuietPeriod,
+		ImageRecheck: imageRecheck})
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +228,10 @@ const allowedAnnotationPrefix = "integration.example.com/"
 // refusalQuietPeriod is how long after the latest refusal the suite's sets stop saying
 // Refusing (ten minutes in production).
 const refusalQuietPeriod = 12 * time.Second
+
+// imageRecheck is how often the suite's operator reads the tags of sets pinning digests again
+// (ten minutes in production).
+const imageRecheck = 2 * time.Second
 
 // operatorNamespace is the namespace config/default installs into; its Pods are never injected.
 const operatorNamespace = "sidecarset-system"

@@ -237,14 +237,17 @@ func TestCertManagerObjectsDecode(t *testing.T) {
 func bufioReader(raw []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(raw)) }
 
 // TestManagerNamespacedRoleIsLeastPrivilege: in its own namespace the manager may only keep
-// SidecarSet revisions, bound to its ServiceAccount there.
+// SidecarSet revisions and read (get, never list or watch) the pull secrets sets pinning
+// digests name, bound to its ServiceAccount there.
 func TestManagerNamespacedRoleIsLeastPrivilege(t *testing.T) {
 	objs := rendered(t)
 	role := get[*rbacv1.Role](t, objs, "Role/sidecarset-manager-role")
-	if role.Namespace != "sidecarset-system" || len(role.Rules) != 1 ||
-		!slices.Equal(role.Rules[0].APIGroups, []string{"apps"}) || !slices.Equal(role.Rules[0].Resources, []string{"controllerrevisions"}) ||
-		!slices.Equal(role.Rules[0].Verbs, []string{"create", "delete", "get", "list", "update", "watch"}) {
-		t.Errorf("namespaced manager role %s/%s: %+v", role.Namespace, role.Name, role.Rules)
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}},
+	}
+	if role.Namespace != "sidecarset-system" || !apiequality.Semantic.DeepEqual(role.Rules, want) {
+		t.Errorf("namespaced manager role %s/%s: %+v; want %+v", role.Namespace, role.Name, role.Rules, want)
 	}
 	binding := get[*rbacv1.RoleBinding](t, objs, "RoleBinding/sidecarset-manager-rolebinding")
 	if binding.Namespace != role.Namespace || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Name ||

@@ -1,0 +1,81 @@
+package status
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+)
+
+// Reasons of the ImagesPinned condition, and Ready's while images wait.
+const (
+	// ImagesPinned: every image is pinned to the digest status.images gives.
+	ImagesPinned = "Pinned"
+	// ImagesTagMoved: pinned, and a tag names another digest now (status.images[].latest).
+	ImagesTagMoved = "TagMoved"
+	// ImagesResolving: an image has no digest yet (ImagesPinned False).
+	ImagesResolving = "Resolving"
+	// ReadyResolvingImages is Ready's reason while an image has no digest yet.
+	ReadyResolvingImages = "ResolvingImages"
+)
+
+// WithImages sets the ImagesPinned condition of a set pinning digests into conditions, and
+// Ready False while images wait (waiting, from revision.Compile), saying what new pods get
+// meanwhile: lastRevision (the revision it injected last) or, when empty, no sidecars of the
+// set. For other sets it removes ImagesPinned.
+func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set *appsv1alpha1.SidecarSet,
+	waiting *inject.ImagesNotResolvedError, lastRevision string, now metav1.Time) {
+	if !inject.PinsDigests(set) {
+		meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionImagesPinned)
+		return
+	}
+	cond := metav1.Condition{Type: appsv1alpha1.ConditionImagesPinned, ObservedGeneration: set.Generation, LastTransitionTime: now}
+	if waiting != nil {
+		meanwhile := "new matching pods get no sidecars of this set until then"
+		if lastRevision != "" {
+			meanwhile = "new matching pods get revision " + lastRevision + " (the last one resolved) until then"
+		}
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ImagesResolving, waiting.Error()+"; "+meanwhile
+		keepTransition(&cond, previous)
+		meta.SetStatusCondition(conditions, cond)
+		ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReadyResolvingImages,
+			ObservedGeneration: set.Generation, LastTransitionTime: now, Message: cond.Message}
+		keepTransition(&ready, previous)
+		meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionReady)
+		meta.SetStatusCondition(conditions, ready)
+		return
+	}
+	var pinned, moved []string
+	for _, r := range set.Status.Images {
+		if r.Digest == "" {
+			continue
+		}
+		pinned = append(pinned, inject.PinnedImage(r.Image, r.Digest))
+		if r.Latest != "" && r.Latest != r.Digest {
+			moved = append(moved, fmt.Sprintf("%s now names %s", r.Image, r.Latest))
+		}
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, ImagesPinned
+	cond.Message = fmt.Sprintf("%d images pinned: %s", len(pinned), strings.Join(pinned, ", "))
+	if len(pinned) == 0 {
+		cond.Message = "every image is named by digest in the spec"
+	}
+	if len(moved) > 0 {
+		cond.Reason = ImagesTagMoved
+		cond.Message += fmt.Sprintf("; tags moved since: %s; pods keep the pinned digests until the set's images are refreshed "+
+			"(kubectl sidecarset rollout refresh %s), which rolls the new ones out", strings.Join(moved, ", "), set.Name)
+	}
+	keepTransition(&cond, previous)
+	meta.SetStatusCondition(conditions, cond)
+}
+
+// keepTransition keeps the previous condition's transition time when its status is unchanged.
+func keepTransition(c *metav1.Condition, previous []metav1.Condition) {
+	if was := meta.FindStatusCondition(previous, c.Type); was != nil && was.Status == c.Status {
+		c.LastTransitionTime = was.LastTransitionTime
+	}
+}
