@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,10 @@ func benchInjector(n int, variant string) *PodInjector {
 			Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "max(cpu * 0.1, quantity('10m'))"},
 			Limits:   map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceMemory: "memory / 4.0"},
 		}}
+	case "pinned": // imagePolicy.pin Digest: the image pinned to the digest in status.images
+		set.Spec.ImagePolicy = &appsv1alpha1.ImagePolicy{Pin: appsv1alpha1.ImagePinDigest}
+		set.Status.Images = []appsv1alpha1.ResolvedImage{{Image: set.Spec.Containers[0].Image,
+			Digest: "sha256:9b0e3b1ad2a5c6a0f3c1d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"}}
 	case "overridden": // the pod's annotation sets the CPU limit (overrides), within a rule
 		set.Spec.Overrides = []appsv1alpha1.Override{{Annotation: overrideAnnotation, Container: "log-agent",
 			Field: appsv1alpha1.OverrideLimitsCPU, Rule: "amount.compareTo(quantity('1')) <= 0"}}
@@ -179,7 +184,8 @@ func podRequest(b *testing.B, pod *corev1.Pod) admission.Request {
 
 // BenchmarkPodInjector measures one admission through our handler, including rendering the
 // patch into the response bytes, with 1, 10 and 100 SidecarSets of which one matches (and
-// shares the app containers' volume mounts), and with 1 that copies nothing from them, 1 whose
+// shares the app containers' volume mounts), and with 1 that copies nothing from them, 1 that
+// pins its image to a digest, 1 whose
 // sidecar's resources a resourcesPolicy computes, 1 whose CPU limit the pod overrides, and 1
 // in a namespace with a LimitRange, its sidecar sized or given the LimitRange's defaults.
 func BenchmarkPodInjector(b *testing.B) {
@@ -190,7 +196,7 @@ func BenchmarkPodInjector(b *testing.B) {
 	for _, c := range []struct {
 		n       int
 		variant string
-	}{{1, ""}, {10, ""}, {100, ""}, {1, "plain"}, {1, "computed"}, {1, "overridden"}, {1, "limitranged"}, {1, "limitranged,unsized"}} {
+	}{{1, ""}, {10, ""}, {100, ""}, {1, "plain"}, {1, "pinned"}, {1, "computed"}, {1, "overridden"}, {1, "limitranged"}, {1, "limitranged,unsized"}} {
 		h, req := benchInjector(c.n, c.variant), req
 		if c.variant == "overridden" {
 			req = overridingReq
@@ -201,6 +207,11 @@ func BenchmarkPodInjector(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
+			if c.variant == "pinned" {
+				if resp := h.Handle(ctx, req); !strings.Contains(fmt.Sprint(resp.Patches), "@sha256:") {
+					b.Fatalf("the pinned set injected no digest: %v", resp.Patches)
+				}
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				resp := h.Handle(ctx, req)
