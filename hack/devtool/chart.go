@@ -188,6 +188,10 @@ resources:
 # (a list of EnvVar, as in a container spec).
 env: []
 
+# Registries (host:port) from which the operator reads the digests of SidecarSets' images
+# (spec.imagePolicy.pin: Digest) over plain HTTP rather than HTTPS (--insecure-registries).
+insecureRegistries: []
+
 webhook:
   # The pod injector's failurePolicy. Fail (the default) refuses an opted-in pod when the
   # injector is unreachable rather than creating it without its sidecars; only pods labelled
@@ -427,7 +431,8 @@ func templateDeployment(text string, replicas bool) (string, deploymentValues, e
 		item := flag[:strings.Index(flag, "- ")+len("- ")]
 		return flag + "{{ if .Values.metrics.enabled }}" + m[2] + "{{ else }}0{{ end }}\n" +
 			"{{- with .Values.webhook.excludedNamespaces }}\n" + item + "--excluded-namespaces={{ join \",\" . }}\n{{- end }}\n" +
-			"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n" + item + "--patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n"
+			"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n" + item + "--patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n" +
+			"{{- with .Values.insecureRegistries }}\n" + item + "--insecure-registries={{ join \",\" . }}\n{{- end }}\n"
 	})
 	// The resources block: the lines after "resources:" indented deeper than the key.
 	start, end, keyIndent := block(text, resourcesKey)

@@ -64,7 +64,9 @@ func TestWriteChart(t *testing.T) {
 		// The manager leaves out the namespaces the webhook's registration leaves out.
 		"{{ end }}\n{{- with .Values.webhook.excludedNamespaces }}\n        - --excluded-namespaces={{ join \",\" . }}\n{{- end }}\n",
 		// The allow-list of patched annotation keys reaches the manager.
-		"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n        - --patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n"} {
+		"{{- with .Values.webhook.patchPodMetadataAllowedKeys }}\n        - --patch-pod-metadata-allowed-keys={{ join \",\" . }}\n{{- end }}\n",
+		// Plain-HTTP registries for digest pinning reach the manager.
+		"{{- with .Values.insecureRegistries }}\n        - --insecure-registries={{ join \",\" . }}\n{{- end }}\n"} {
 		if !strings.Contains(dep, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, dep)
 		}

@@ -605,7 +605,8 @@ func helmChart(t *testing.T) {
 	t.Cleanup(func() { deleteIgnoreNotFound(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
 	custom := helmTemplate(t, ns, "--set", "image.repository=registry.example/op,image.tag=t1,image.pullPolicy=Always,replicas=3",
 		"--set", "resources.limits.memory=512Mi,webhook.failurePolicy=Ignore,metrics.enabled=false",
-		"--set-json", `webhook.excludedNamespaces=["legacy"]`, "--set-json", `env=[{"name":"GOMEMLIMIT","value":"200MiB"}]`)
+		"--set-json", `webhook.excludedNamespaces=["legacy"]`, "--set-json", `env=[{"name":"GOMEMLIMIT","value":"200MiB"}]`,
+		"--set-json", `insecureRegistries=["registry.lab:5000","10.0.0.7:5000"]`)
 	var dep appsv1.Deployment
 	var hook admissionregistrationv1.MutatingWebhookConfiguration
 	var cert certmanagerv1.Certificate
@@ -636,6 +637,7 @@ func helmChart(t *testing.T) {
 		// One exclusion list: the manager's flag (status, rollout, policies) from the value
 		// that also renders the webhook's namespaceSelector below.
 		!slices.Contains(c.Args, "--excluded-namespaces=legacy") ||
+		!slices.Contains(c.Args, "--insecure-registries=registry.lab:5000,10.0.0.7:5000") ||
 		// The extra environment after the manager's own.
 		len(c.Env) != 3 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[2] != (corev1.EnvVar{Name: "GOMEMLIMIT", Value: "200MiB"}) {
 		t.Errorf("Deployment: image %s (%s), replicas %d, resources %v, args %v, env %v", c.Image, c.ImagePullPolicy, *dep.Spec.Replicas, c.Resources, c.Args, c.Env)
