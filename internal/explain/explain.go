@@ -230,7 +230,18 @@ func injectsWhy(c *inject.CompiledSet) string {
 			names = append(names, sc.Name)
 		}
 	}
-	return fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
+	why := fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
+	if inject.PinsDigests(c.Set) {
+		// Which bytes: the images as the revision pinned them (imagePolicy.pin Digest).
+		var images []string
+		for _, l := range [][]appsv1alpha1.SidecarContainer{c.Set.Spec.InitContainers, c.Set.Spec.Containers} {
+			for _, sc := range l {
+				images = append(images, sc.Name+" "+sc.Image)
+			}
+		}
+		why += " (images pinned: " + strings.Join(images, ", ") + ")"
+	}
+	return why
 }
 
 // overridesWhy says which of the set's fields the pod overrides (spec.overrides) and with

@@ -100,6 +100,11 @@ func TestDigestPinnedImages(t *testing.T) {
 			fmt.Sprintf("ImagesPinned %+v, hash %s (the pod records %s), updateRevision %q", c, cur.Status.Hash, hash, cur.Status.UpdateRevision)
 	})
 	firstRevision := cur.Status.UpdateRevision
+	// explain names the digest the pod's revision pinned.
+	if code, stdout, stderr := plugin(t, "", "explain", "pod", pod.Name, "-n", ns); code != cli.ExitOK ||
+		!contains(stdout, "images pinned: agent "+inject.PinnedImage(image, first)) {
+		t.Errorf("explain exited %d and said:\n%s%s\nwant the pinned image named", code, stdout, stderr)
+	}
 
 	// The tag moves: nothing changes but what status says.
 	moved := push()
