@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
@@ -152,10 +155,14 @@ func (r *ImageResolver) recordEvents(set *appsv1alpha1.SidecarSet, previous, nex
 }
 
 // SetupWithManager registers the resolver: spec changes and the refresh annotation wake it,
-// besides its own Recheck.
+// besides its own Recheck. Sets are resolved four at a time (a registry that never answers
+// holds one worker, not every set), and a failing one is retried after 1s, doubling to 5
+// minutes, rather than from 5ms.
 func (r *ImageResolver) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset-images").
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute)}).
 		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}))).
 		Complete(r)

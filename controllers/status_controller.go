@@ -142,11 +142,17 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 	now := metav1.NewTime(r.now())
 	// A set whose pinned images wait to be resolved is counted against the revision it
 	// injected last, which new pods get meanwhile.
-	compiled, waiting, err := revision.Compile(set, set, r.storedRevision(ctx))
+	var lookupErr error
+	compiled, waiting, err := revision.Compile(set, set, r.storedRevision(ctx, &lookupErr))
 	if compiled == nil {
+		if waiting != nil && lookupErr != nil {
+			// The revision it injected last could not be read: keep what status says of it.
+			return *set.Status.DeepCopy(), lookupErr
+		}
 		r.Pods.Tally.Forget(set.Name)
 		if waiting != nil {
-			st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
+			// status.updateRevision still names the last revision, should it be stored again.
+			st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation, UpdateRevision: set.Status.UpdateRevision}
 			status.WithImages(&st.Conditions, set.Status.Conditions, set, waiting, "", now)
 			return st, nil
 		}
@@ -203,14 +209,17 @@ func (r *StatusReconciler) now() time.Time {
 }
 
 // storedRevision finds a stored revision of the operator's namespace by name, nil when it is
-// not there (or nothing is stored).
-func (r *StatusReconciler) storedRevision(ctx context.Context) func(string) *appsv1.ControllerRevision {
+// not there (or nothing is stored); a read that fails otherwise sets *failed.
+func (r *StatusReconciler) storedRevision(ctx context.Context, failed *error) func(string) *appsv1.ControllerRevision {
 	return func(name string) *appsv1.ControllerRevision {
 		if r.Namespace == "" || name == "" {
 			return nil
 		}
 		var rev appsv1.ControllerRevision
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, &rev); err != nil {
+			if !apierrors.IsNotFound(err) {
+				*failed = fmt.Errorf("reading revision %s: %w", name, err)
+			}
 			return nil
 		}
 		return &rev

@@ -158,6 +158,12 @@ func TestNext(t *testing.T) {
 			previous: []appsv1alpha1.ResolvedImage{{Image: "x:1", Digest: a, ResolvedAt: &then}},
 			want: []appsv1alpha1.ResolvedImage{{Image: "x:1", Digest: a, ResolvedAt: &then, Error: boom.Error()},
 				{Image: "y:1", Digest: b, ResolvedAt: &now}}, wantRefreshed: false},
+		{name: "a refresh with a failure moves no digest", wanted: []string{"x:1", "y:1"}, results: []Result{{Digest: b}, {Err: boom}}, refresh: true,
+			previous: []appsv1alpha1.ResolvedImage{{Image: "x:1", Digest: a, ResolvedAt: &then}, {Image: "y:1", Digest: a, ResolvedAt: &then}},
+			want: []appsv1alpha1.ResolvedImage{{Image: "x:1", Digest: a, ResolvedAt: &then, Latest: b},
+				{Image: "y:1", Digest: a, ResolvedAt: &then, Error: boom.Error()}}, wantRefreshed: false},
+		{name: "a registry's whole page is cut", wanted: []string{"x:1"}, results: []Result{{Err: errors.New(strings.Repeat("<html>", 1000))}},
+			want: []appsv1alpha1.ResolvedImage{{Image: "x:1", Error: strings.Repeat("<html>", 1000)[:MaxError-3] + "..."}}, wantRefreshed: false},
 		{name: "a failure before any digest", wanted: []string{"x:1"}, results: []Result{{Err: boom}},
 			want: []appsv1alpha1.ResolvedImage{{Image: "x:1", Error: boom.Error()}}, wantRefreshed: false},
 		{name: "an image no longer named goes", wanted: []string{"y:1"}, results: []Result{{Digest: b}},
@@ -193,3 +199,50 @@ func TestNext(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardedTransport: plain HTTP only to a listed or loopback registry; answers read up to
+// maxBody bytes.
+func TestGuardedTransport(t *testing.T) {
+	var sent []string
+	next := roundTripper(func(req *http.Request) (*http.Response, error) {
+		sent = append(sent, req.URL.String())
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", maxBody+100)))}, nil
+	})
+	g := guarded{next: next, insecure: []string{"registry.lab:5000"}}
+	for url, allowed := range map[string]bool{
+		"https://10.0.0.7:5000/v2/":    true,
+		"http://10.0.0.7:5000/v2/":     false,
+		"http://registry.local/v2/":    false,
+		"http://registry.lab:5000/v2/": true,
+		"http://127.0.0.1:5000/v2/":    true,
+		"http://localhost:5000/v2/":    true,
+		"http://[::1]:5000/v2/":        true,
+		"http://registry.lab:5001/v2/": false,
+	} {
+		req, err := http.NewRequest(http.MethodHead, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = nil
+		resp, err := g.RoundTrip(req)
+		if allowed != (err == nil) || allowed != (len(sent) == 1) {
+			t.Errorf("%s: err %v, sent %v; want allowed %v", url, err, sent, allowed)
+			continue
+		}
+		if err != nil {
+			if !strings.Contains(err.Error(), "--insecure-registries") {
+				t.Errorf("%s: refusal %q does not say how to allow it", url, err)
+			}
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || len(body) != maxBody {
+			t.Errorf("%s: read %d bytes (%v), want %d", url, len(body), err, maxBody)
+		}
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -273,7 +274,8 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 		if o.Name == self {
 			continue
 		}
-		if _, err := inject.Compile(o); err != nil {
+		var waiting *inject.ImagesNotResolvedError
+		if _, err := inject.Compile(o); err != nil && !errors.As(err, &waiting) {
 			continue // refused by validation; the webhook injects nothing with it either
 		}
 		pods, err := selectorCEL(o.Spec.Selector, "object.metadata.labels")

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"maps"
 	"reflect"
 	"slices"
@@ -154,9 +155,14 @@ func (s *Store) compile(set *appsv1alpha1.SidecarSet) {
 	c, _, err := revision.Compile(set, content, func(name string) *appsv1.ControllerRevision { return s.revisions[name] })
 	if err == nil && content != set && partial(set) {
 		// New pods get either the pinned revision or the current spec.
-		var latest *inject.CompiledSet
-		if latest, err = inject.Compile(set); err == nil {
+		// While the current spec's images wait for digests, every new pod gets the pinned one.
+		latest, lerr := inject.Compile(set)
+		var waiting *inject.ImagesNotResolvedError
+		switch {
+		case lerr == nil:
 			c, err = c.WithLatest(latest)
+		case !errors.As(lerr, &waiting):
+			err = lerr
 		}
 	}
 	if err != nil {

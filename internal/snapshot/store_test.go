@@ -419,3 +419,42 @@ func storedRevision(t *testing.T, image string) (*inject.CompiledSet, *appsv1.Co
 	}
 	return c, revision.Reconcile(c, "ops", nil, nil).Create
 }
+
+// TestWaitingDigestsKeepInjecting: a set pinning digests whose edited image has none yet goes
+// on injecting the revision it injected last; with a Partial pin to a stored revision, every
+// new pod gets the pinned one meanwhile (the current spec has nothing to inject yet).
+func TestWaitingDigestsKeepInjecting(t *testing.T) {
+	_, last := storedRevision(t, "agent:1")
+	waiting := func(edit func(*appsv1alpha1.SidecarSet)) *appsv1alpha1.SidecarSet {
+		set := validSet("agent", "2", "agent:2")
+		set.Spec.ImagePolicy = &appsv1alpha1.ImagePolicy{Pin: appsv1alpha1.ImagePinDigest}
+		set.Status.UpdateRevision = last.Name
+		edit(set)
+		return set
+	}
+	for name, set := range map[string]*appsv1alpha1.SidecarSet{
+		"the last revision": waiting(func(*appsv1alpha1.SidecarSet) {}),
+		"a Partial pin": waiting(func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: last.Name, Policy: appsv1alpha1.RevisionPolicyPartial}
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := NewStore()
+			s.UpsertRevision(last)
+			s.Upsert(set)
+			c, ok := s.Load().Get("agent")
+			if !ok {
+				t.Fatalf("the set injects nothing while agent:2 waits (invalid: %v)", s.Load().Invalid["agent"])
+			}
+			if got := c.Set.Spec.Containers[0].Image; got != "agent:1" {
+				t.Errorf("new pods get %s, want the last revision's agent:1", got)
+			}
+		})
+	}
+	// Without the last revision stored, the set injects nothing, and says why.
+	s := NewStore()
+	s.Upsert(waiting(func(*appsv1alpha1.SidecarSet) {}))
+	if _, ok := s.Load().Get("agent"); ok || s.Load().Invalid["agent"] == nil {
+		t.Errorf("with no revision stored, a waiting set injects (or says nothing): %v", s.Load().Invalid["agent"])
+	}
+}

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +40,7 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 		if lastRevision != "" {
 			meanwhile = "new matching pods get revision " + lastRevision + " (the last one resolved) until then"
 		}
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ImagesResolving, waiting.Error()+"; "+meanwhile
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ImagesResolving, capped(waiting.Error())+"; "+meanwhile
 		keepTransition(&cond, previous)
 		meta.SetStatusCondition(conditions, cond)
 		ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReadyResolvingImages,
@@ -69,8 +70,24 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 		cond.Message += fmt.Sprintf("; tags moved since: %s; pods keep the pinned digests until the set's images are refreshed "+
 			"(kubectl sidecarset rollout refresh %s), which rolls the new ones out", strings.Join(moved, ", "), set.Name)
 	}
+	cond.Message = capped(cond.Message)
 	keepTransition(&cond, previous)
 	meta.SetStatusCondition(conditions, cond)
+}
+
+// maxMessage bounds the messages WithImages writes, far under a condition's 32768: they name
+// images, which a spec does not bound.
+const maxMessage = 4096
+
+func capped(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage - len("...")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }
 
 // keepTransition keeps the previous condition's transition time when its status is unchanged.

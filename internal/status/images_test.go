@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,5 +75,28 @@ func TestWithImages(t *testing.T) {
 				t.Errorf("Ready = %+v, want %s %s since %s", ready, tc.ready, tc.readyReason, tc.readySince)
 			}
 		})
+	}
+}
+
+// TestWithImagesBoundsItsMessages: images a spec names without bound (and registries' errors)
+// never make a condition message the API server refuses, which would freeze the whole status.
+func TestWithImagesBoundsItsMessages(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
+	long := "registry.example/" + strings.Repeat("é", 20000) + ":1"
+	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "mesh"}}
+	set.Spec.ImagePolicy = &appsv1alpha1.ImagePolicy{Pin: appsv1alpha1.ImagePinDigest}
+	waiting := &inject.ImagesNotResolvedError{Set: "mesh", Images: []string{long, long}, Reasons: []string{"", ""}}
+	var conds []metav1.Condition
+	WithImages(&conds, nil, set, waiting, "mesh-abc", now)
+	set.Status.Images = []appsv1alpha1.ResolvedImage{{Image: long, Digest: "sha256:aa", Latest: "sha256:bb"}}
+	var pinned []metav1.Condition
+	WithImages(&pinned, nil, set, nil, "", now)
+	for _, c := range append(conds, pinned...) {
+		if len(c.Message) > maxMessage+200 || !utf8.ValidString(c.Message) {
+			t.Errorf("%s: a message of %d bytes (valid UTF-8: %v), want at most %d", c.Type, len(c.Message), utf8.ValidString(c.Message), maxMessage+200)
+		}
+	}
+	if c := meta.FindStatusCondition(conds, appsv1alpha1.ConditionImagesPinned); !strings.HasSuffix(c.Message, "revision mesh-abc (the last one resolved) until then") {
+		t.Errorf("the cut message no longer says what new pods get: ...%s", c.Message[len(c.Message)-100:])
 	}
 }
