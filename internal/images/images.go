@@ -85,7 +85,7 @@ func Next(wanted []string, results []Result, previous []appsv1alpha1.ResolvedIma
 		res := results[i]
 		switch {
 		case res.Err != nil:
-			cur.Error = truncate(res.Err.Error(), MaxError)
+			cur.Error = Cut(res.Err.Error(), MaxError)
 		case cur.Digest == "" || refresh:
 			cur.Digest, cur.ResolvedAt, cur.Latest, cur.Error = res.Digest, &now, "", ""
 		case res.Digest != cur.Digest:
@@ -102,8 +102,8 @@ func Next(wanted []string, results []Result, previous []appsv1alpha1.ResolvedIma
 // proxies before them answer with whole HTML pages.
 const MaxError = 512
 
-// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
+// Cut cuts s to at most n bytes, on a rune boundary, marking the cut.
+func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -3,12 +3,12 @@ package status
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/images"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
@@ -79,16 +79,7 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 // images, which a spec does not bound.
 const maxMessage = 4096
 
-func capped(msg string) string {
-	if len(msg) <= maxMessage {
-		return msg
-	}
-	cut := maxMessage - len("...")
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "..."
-}
+func capped(msg string) string { return images.Cut(msg, maxMessage) }
 
 // keepTransition keeps the previous condition's transition time when its status is unchanged.
 func keepTransition(c *metav1.Condition, previous []metav1.Condition) {
