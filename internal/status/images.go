@@ -10,6 +10,7 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/images"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/revision"
 )
 
 // Reasons of the ImagesPinned condition, and Ready's while images wait.
@@ -37,7 +38,12 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 	cond := metav1.Condition{Type: appsv1alpha1.ConditionImagesPinned, ObservedGeneration: set.Generation, LastTransitionTime: now}
 	if waiting != nil {
 		meanwhile := "new matching pods get no sidecars of this set until then"
-		if lastRevision != "" {
+		switch {
+		case set.Spec.InjectionStrategy.Revision != nil:
+			// The webhook injects the pinned revision, whatever the current spec waits for.
+			meanwhile = "new matching pods get " + revision.Describe(set.Spec.InjectionStrategy.Revision) +
+				" (spec.injectionStrategy.revision) meanwhile"
+		case lastRevision != "":
 			meanwhile = "new matching pods get revision " + lastRevision + " (the last one resolved) until then"
 		}
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ImagesResolving, capped(waiting.Error())+"; "+meanwhile

@@ -48,6 +48,13 @@ func TestWithImages(t *testing.T) {
 		{name: "waiting, with a last revision", set: set(appsv1alpha1.ImagePinDigest), waiting: waiting, last: "mesh-abc",
 			status: "False", reason: ImagesResolving, ready: "False", readyReason: ReadyResolvingImages,
 			message: []string{"proxy:2 (unauthorized)", "new matching pods get revision mesh-abc"}, pinnedSince: now, readySince: now},
+		{name: "waiting, with a pinned revision", set: func() *appsv1alpha1.SidecarSet {
+			s := set(appsv1alpha1.ImagePinDigest)
+			s.Spec.InjectionStrategy.Revision = &appsv1alpha1.RevisionRef{Name: "mesh-old", Policy: appsv1alpha1.RevisionPolicyPartial}
+			return s
+		}(), waiting: waiting, last: "mesh-abc",
+			status: "False", reason: ImagesResolving, ready: "False", readyReason: ReadyResolvingImages,
+			message: []string{"new matching pods get revision mesh-old (spec.injectionStrategy.revision) meanwhile"}, pinnedSince: now, readySince: now},
 		{name: "waiting, nothing to inject", set: set(appsv1alpha1.ImagePinDigest), waiting: waiting,
 			previous: []metav1.Condition{{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReadyResolvingImages, LastTransitionTime: then}},
 			status:   "False", reason: ImagesResolving, ready: "False", readyReason: ReadyResolvingImages,
