@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -172,7 +171,5 @@ func (r *RevisionReconciler) recordedHashes(c *inject.CompiledSet) func(string) 
 var pinnedDigestsChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	old, okOld := e.ObjectOld.(*appsv1alpha1.SidecarSet)
 	cur, okNew := e.ObjectNew.(*appsv1alpha1.SidecarSet)
-	return okOld && okNew && !slices.EqualFunc(old.Status.Images, cur.Status.Images, func(a, b appsv1alpha1.ResolvedImage) bool {
-		return a.Image == b.Image && a.Digest == b.Digest
-	})
+	return okOld && okNew && !inject.SamePins(old.Status.Images, cur.Status.Images)
 }}

@@ -41,6 +41,12 @@ func HasDigest(image string) bool {
 	return ok
 }
 
+// SamePins reports whether two status.images lists pin the same images to the same digests
+// (when resolved and what a tag names now aside): whether a set's pinned content changed.
+func SamePins(a, b []appsv1alpha1.ResolvedImage) bool {
+	return slices.EqualFunc(a, b, func(x, y appsv1alpha1.ResolvedImage) bool { return x.Image == y.Image && x.Digest == y.Digest })
+}
+
 // PinnedImage is image, as written, pinned to digest: repository:tag@digest keeps the tag
 // for people; the runtime pulls by the digest.
 func PinnedImage(image, digest string) string { return image + "@" + digest }

@@ -128,17 +128,12 @@ func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	// Status writes and label changes keep the generation: what conflicts stays the same,
 	// unless the digests the set's images are pinned to (status.images) change.
 	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 ||
-		!slices.EqualFunc(old.Set.Status.Images, set.Status.Images, sameDigest) {
+		!inject.SamePins(old.Set.Status.Images, set.Status.Images) {
 		s.forgetPairs(set.Name)
 	}
 	s.objects[set.Name] = set
 	s.compile(set)
 	s.publish()
-}
-
-// sameDigest: a and b pin the same image to the same digest.
-func sameDigest(a, b appsv1alpha1.ResolvedImage) bool {
-	return a.Image == b.Image && a.Digest == b.Digest
 }
 
 // compile compiles set into the Store: from the revision it pins, when it pins one that is
