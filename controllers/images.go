@@ -52,8 +52,10 @@ type ImageResolver struct {
 }
 
 // +kubebuilder:rbac:groups="",namespace=sidecarset-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=sidecarset-system,resources=configmaps,verbs=get
 
-// Reconcile resolves the set's images and writes status.images when it changed.
+// Reconcile resolves the set's images, verifies the signatures of digests newly pinned when the
+// set asks (imagePolicy.verify), and writes status.images when it changed.
 func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var set appsv1alpha1.SidecarSet
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
@@ -64,15 +66,18 @@ func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if !inject.PinsDigests(&set) {
 		updated.Status.Images, updated.Status.ImagesRefreshed = nil, ""
 	} else {
-		wanted := inject.ImagesToResolve(&set.Spec)
+		wanted := inject.ImagesToPin(&set)
 		keychain, err := r.keychain(ctx, &set)
 		results := make([]images.Result, len(wanted))
 		for i, image := range wanted {
-			if err != nil {
+			switch d := inject.DigestOf(image); {
+			case d != "":
+				results[i].Digest = d // named by digest: pinned already, verified all the same
+			case err != nil:
 				results[i].Err = err
-				continue
+			default:
+				results[i].Digest, results[i].Err = r.Resolver.Digest(ctx, image, keychain)
 			}
-			results[i].Digest, results[i].Err = r.Resolver.Digest(ctx, image, keychain)
 		}
 		token := set.Annotations[appsv1alpha1.RefreshImagesAnnotation]
 		refresh := token != "" && token != set.Status.ImagesRefreshed
@@ -85,6 +90,9 @@ func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			if res.Err != nil {
 				failed = append(failed, res.Err)
 			}
+		}
+		if verr := r.verify(ctx, updated, keychain); verr != nil {
+			failed = append(failed, verr)
 		}
 		r.recordEvents(updated, set.Status.Images, next)
 	}
@@ -147,6 +155,13 @@ func (r *ImageResolver) recordEvents(set *appsv1alpha1.SidecarSet, previous, nex
 			rec.Record(set, eventcatalog.ImageResolutionFailed, "Resolve", "Resolving %s failed (%s): %s; retried with backoff",
 				n.Image, n.Error, pinned)
 		}
+		if n.VerificationError != "" && n.VerificationError != p.VerificationError {
+			rec.Record(set, eventcatalog.ImageVerificationFailed, "Verify", "%s did not verify: %s; new pods keep the last revision whose images verified; retried with backoff",
+				inject.PinnedImage(n.Image, n.Digest), n.VerificationError)
+		}
+		if n.Verified != nil && (p.Verified == nil || *p.Verified != *n.Verified) {
+			rec.Record(set, eventcatalog.ImageVerified, "Verify", "%s verified: signed by %s", inject.PinnedImage(n.Image, n.Verified.Digest), n.Verified.Signer)
+		}
 		if n.Latest != "" && n.Latest != p.Latest {
 			rec.Record(set, eventcatalog.ImageTagMoved, "Resolve", "%s now names %s; pods keep %s until the set's images are refreshed "+
 				"(kubectl sidecarset rollout refresh %s)", n.Image, n.Latest, n.Digest, set.Name)
@@ -166,4 +181,80 @@ func (r *ImageResolver) SetupWithManager(mgr ctrl.Manager) error {
 		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}))).
 		Complete(r)
+}
+
+// verify verifies, for a set with imagePolicy.verify, each pinned digest not verified yet under
+// its current verify policy, and records in set.Status.Images who signed it or why it did not
+// verify. For other sets it clears what earlier verifications recorded. A digest is verified
+// once: the result holds until the digest or the policy changes.
+func (r *ImageResolver) verify(ctx context.Context, set *appsv1alpha1.SidecarSet, keychain authn.Keychain) error {
+	spec := set.Spec.ImagePolicy.Verify
+	if spec == nil {
+		for i := range set.Status.Images {
+			set.Status.Images[i].Verified, set.Status.Images[i].VerificationError = nil, ""
+		}
+		return nil
+	}
+	policy := inject.VerifyPolicy(spec)
+	var trust *images.Trust
+	var terr error
+	var failed []error
+	for i := range set.Status.Images {
+		img := &set.Status.Images[i]
+		if img.Digest == "" || (img.Verified != nil && img.Verified.Digest == img.Digest && img.Verified.Policy == policy) {
+			continue
+		}
+		if trust == nil && terr == nil {
+			trust, terr = r.trust(ctx, spec)
+		}
+		var signer string
+		err := terr
+		if err == nil {
+			var bundles [][]byte
+			if bundles, err = r.Resolver.Bundles(ctx, img.Image, img.Digest, keychain); err == nil {
+				signer, err = trust.Verify(img.Digest, bundles)
+			}
+		}
+		if err != nil {
+			img.VerificationError = images.Cut(err.Error(), images.MaxError)
+			failed = append(failed, fmt.Errorf("verifying %s: %w", inject.PinnedImage(img.Image, img.Digest), err))
+			continue
+		}
+		img.Verified = &appsv1alpha1.VerifiedSignature{Digest: img.Digest, Signer: images.Cut(signer, 2048), Policy: policy, At: metav1.Now()}
+		img.VerificationError = ""
+	}
+	return errors.Join(failed...)
+}
+
+// trust reads the keys and the trusted root spec names from their ConfigMaps, in the operator's
+// namespace, from the API server (the operator caches no ConfigMaps).
+func (r *ImageResolver) trust(ctx context.Context, spec *appsv1alpha1.ImageVerification) (*images.Trust, error) {
+	read := func(field string, ref appsv1alpha1.ConfigMapKeyRef) ([]byte, error) {
+		var cm corev1.ConfigMap
+		if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, &cm); err != nil {
+			return nil, fmt.Errorf("reading ConfigMap %s/%s (%s): %w", r.Namespace, ref.Name, field, err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			return []byte(v), nil
+		}
+		if v, ok := cm.BinaryData[ref.Key]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("ConfigMap %s/%s (%s) has no key %q", r.Namespace, ref.Name, field, ref.Key)
+	}
+	keys := make([][]byte, len(spec.Keys))
+	for i, ref := range spec.Keys {
+		var err error
+		if keys[i], err = read(fmt.Sprintf("spec.imagePolicy.verify.keys[%d]", i), ref); err != nil {
+			return nil, err
+		}
+	}
+	var rootJSON []byte
+	if spec.TrustedRoot != nil {
+		var err error
+		if rootJSON, err = read("spec.imagePolicy.verify.trustedRoot", *spec.TrustedRoot); err != nil {
+			return nil, err
+		}
+	}
+	return images.NewTrust(spec, keys, rootJSON)
 }

@@ -50,6 +50,11 @@ const (
 	// images again: a tag that moved since makes a new revision.
 	RefreshImagesAnnotation = "sidecarset.io/refresh-images"
 
+	// SignaturesAnnotation, on the revision of a SidecarSet with imagePolicy.verify, records the
+	// signature verified for each of its images when the revision was made: one line per image,
+	// "IMAGE@DIGEST signed by SIGNER".
+	SignaturesAnnotation = "sidecarset.io/signatures"
+
 	// LeaderLabel is set on the operator's leader-election Lease to the name of the replica
 	// (its pod, from POD_NAME, or its hostname) that holds it: `kubectl get lease -L
 	// sidecarset.io/leader` says which pod writes status.

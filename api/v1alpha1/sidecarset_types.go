@@ -131,6 +131,7 @@ const (
 )
 
 // ImagePolicy says how a SidecarSet's images are named in the Pods it injects.
+// +kubebuilder:validation:XValidation:rule="!has(self.verify) || (has(self.pin) && self.pin == 'Digest')",message="signatures are verified on digests: set pin to Digest to use verify",fieldPath=".verify"
 type ImagePolicy struct {
 	// Pin is Tag (inject the images as written) or Digest (pin them to digests). An image the
 	// spec already names by digest is injected as written either way.
@@ -148,6 +149,78 @@ type ImagePolicy struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=8
 	PullSecrets []corev1.LocalObjectReference `json:"pullSecrets,omitempty"`
+
+	// Verify, when set, admits only images whose digest carries a Sigstore signature by one
+	// of Keys or Identities: each pinned digest is verified once, when it is pinned, and a
+	// digest that fails is never injected (new pods keep the last revision whose images
+	// verified). Signatures are read as cosign 2.4 and later attach them
+	// (`cosign sign --new-bundle-format`, the default from cosign 3): Sigstore bundles that
+	// the image's digest refers to, by the OCI referrers API or its tag scheme.
+	// Requires pin Digest.
+	// +optional
+	Verify *ImageVerification `json:"verify,omitempty"`
+}
+
+// ImageVerification says whose signatures a SidecarSet's images must carry.
+// +kubebuilder:validation:XValidation:rule="(has(self.keys) && size(self.keys) > 0) || (has(self.identities) && size(self.identities) > 0)",message="name at least one signer: a public key in keys, or a keyless identity in identities"
+// +kubebuilder:validation:XValidation:rule="!has(self.identities) || size(self.identities) == 0 || has(self.trustedRoot)",message="keyless identities are verified against a trusted root: name the ConfigMap holding it in trustedRoot",fieldPath=".trustedRoot"
+type ImageVerification struct {
+	// Keys are public keys (PEM, as `cosign generate-key-pair` writes cosign.pub), each the
+	// value of a key of a ConfigMap in the operator's namespace. A signature by any of them
+	// verifies; it needs no transparency-log entry or timestamp.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Keys []ConfigMapKeyRef `json:"keys,omitempty"`
+
+	// Identities are keyless signers: the OIDC issuer and the subject of the certificate a
+	// certificate authority of TrustedRoot issued for the signature. A signature by any of
+	// them verifies.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Identities []SignerIdentity `json:"identities,omitempty"`
+
+	// TrustedRoot is a ConfigMap key, in the operator's namespace, holding the Sigstore trusted
+	// root (trusted_root.json: certificate authorities, transparency logs, timestamp
+	// authorities) keyless signatures are verified against. The operator never fetches one:
+	// copy the public-good instance's (`cosign trusted-root create`, or the TUF repository's
+	// trusted_root.json) or write your private instance's. When it lists transparency logs, a
+	// signature needs an entry in one; when it lists timestamp authorities only, a signed
+	// timestamp; when it lists neither, certificates are checked at the time of verification.
+	// +optional
+	TrustedRoot *ConfigMapKeyRef `json:"trustedRoot,omitempty"`
+}
+
+// ConfigMapKeyRef names a key of a ConfigMap in the operator's namespace.
+type ConfigMapKeyRef struct {
+	// Name is the ConfigMap's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key is the key of its data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// SignerIdentity is a keyless signer: who the certificate authority certified.
+// +kubebuilder:validation:XValidation:rule="has(self.subject) != has(self.subjectRegExp)",message="set exactly one of subject and subjectRegExp"
+type SignerIdentity struct {
+	// Issuer is the OIDC issuer that authenticated the signer, as the certificate records
+	// it (for GitHub Actions, https://token.actions.githubusercontent.com).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Issuer string `json:"issuer"`
+	// Subject is the certificate's subject alternative name, exactly (an email address, or
+	// a workflow's URI).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Subject string `json:"subject,omitempty"`
+	// SubjectRegExp matches the subject alternative name instead (Go syntax, anchor it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	SubjectRegExp string `json:"subjectRegExp,omitempty"`
 }
 
 // ResolvedImage is what an image of a SidecarSet with imagePolicy.pin Digest resolved to.
@@ -171,6 +244,31 @@ type ResolvedImage struct {
 	// or the credentials missing); empty when it succeeded.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// Verified, for a set with imagePolicy.verify, says whose signature on Digest verified,
+	// under which verify policy, and when. Pods get Digest only while Verified names it
+	// under the current policy.
+	// +optional
+	Verified *VerifiedSignature `json:"verified,omitempty"`
+	// VerificationError is why Digest did not verify (no signature, none by a trusted
+	// signer, the keys unreadable); empty once it verified.
+	// +optional
+	VerificationError string `json:"verificationError,omitempty"`
+}
+
+// VerifiedSignature is a verified signature on a pinned digest.
+type VerifiedSignature struct {
+	// Digest is the digest whose signature verified.
+	// +kubebuilder:validation:MaxLength=256
+	Digest string `json:"digest"`
+	// Signer is who signed it: "key CONFIGMAP/KEY", or "identity ISSUER SUBJECT".
+	// +kubebuilder:validation:MaxLength=2048
+	Signer string `json:"signer"`
+	// Policy is a hash of spec.imagePolicy.verify when it verified: changing the signers
+	// verifies every digest again.
+	// +kubebuilder:validation:MaxLength=64
+	Policy string `json:"policy"`
+	// At is when it verified.
+	At metav1.Time `json:"at"`
 }
 
 // UpdateStrategyType says whether running Pods are updated.

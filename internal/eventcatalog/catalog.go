@@ -39,6 +39,9 @@ const (
 	ResolvingImages          Reason = "ResolvingImages"
 	ImageResolutionFailed    Reason = "ImageResolutionFailed"
 	ImageTagMoved            Reason = "ImageTagMoved"
+	ImageVerificationFailed  Reason = "ImageVerificationFailed"
+	ImageVerified            Reason = "ImageVerified"
+	ImagesNotVerified        Reason = "ImagesNotVerified"
 )
 
 // Event is one reason the operator writes events under.
@@ -71,6 +74,9 @@ var Events = []Event{
 	{ResolvingImages, corev1.EventTypeNormal, "SidecarSet", "Ready's reason: a set pinning digests has images not resolved yet; new pods keep its last revision"},
 	{ImageResolutionFailed, corev1.EventTypeWarning, "SidecarSet", "the operator could not read an image's digest from its registry (the image, the credentials or the registry); retried with backoff"},
 	{ImageTagMoved, corev1.EventTypeNormal, "SidecarSet", "a pinned image's tag names another digest now; pods keep the pinned one until the set's images are refreshed"},
+	{ImageVerificationFailed, corev1.EventTypeWarning, "SidecarSet", "a pinned digest carries no signature by a signer the set trusts (spec.imagePolicy.verify); new pods keep the last revision whose images verified; retried with backoff"},
+	{ImageVerified, corev1.EventTypeNormal, "SidecarSet", "a pinned digest's signature verified: pods may get it"},
+	{ImagesNotVerified, corev1.EventTypeNormal, "SidecarSet", "Ready's reason: a set verifying signatures has a pinned digest not verified; new pods keep the last revision whose images verified"},
 	{PodEventsCapped, corev1.EventTypeNormal, "SidecarSet", "past 100 SidecarUpdated events for one revision, the rest of the pods update quietly"},
 	{SidecarUpdated, corev1.EventTypeNormal, "Pod", "the rollout updated the pod's sidecars in place"},
 	{PodEvicted, corev1.EventTypeNormal, "Pod", "the rollout evicted the pod so that its controller recreates it with the current sidecars"},

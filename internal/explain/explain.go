@@ -233,10 +233,21 @@ func injectsWhy(c *inject.CompiledSet) string {
 	why := fmt.Sprintf("selected; injects %s at hash %s", strings.Join(names, ", "), c.Hash)
 	if inject.PinsDigests(c.Set) {
 		// Which bytes: the images as the revision pinned them (imagePolicy.pin Digest).
+		// With imagePolicy.verify, who signed each.
+		signers := map[string]string{}
+		for _, img := range c.Set.Status.Images {
+			if img.Verified != nil && img.Verified.Digest == img.Digest {
+				signers[inject.PinnedImage(img.Image, img.Digest)] = img.Verified.Signer
+			}
+		}
 		var images []string
 		for _, l := range [][]appsv1alpha1.SidecarContainer{c.Set.Spec.InitContainers, c.Set.Spec.Containers} {
 			for _, sc := range l {
-				images = append(images, sc.Name+" "+sc.Image)
+				entry := sc.Name + " " + sc.Image
+				if s, ok := signers[sc.Image]; ok && c.Set.Spec.ImagePolicy.Verify != nil {
+					entry += " signed by " + s
+				}
+				images = append(images, entry)
 			}
 		}
 		why += " (images pinned: " + strings.Join(images, ", ") + ")"

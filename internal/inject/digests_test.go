@@ -144,3 +144,73 @@ func TestCompilePinsDigests(t *testing.T) {
 		t.Errorf("stored content compiles to hash %s, want %s", again.Hash, a.Hash)
 	}
 }
+
+// TestCompileVerifiesSignatures: a set with imagePolicy.verify injects a digest only once its
+// signature verified under the current verify policy; images named by digest are verified too.
+func TestCompileVerifiesSignatures(t *testing.T) {
+	verify := &appsv1alpha1.ImageVerification{Keys: []appsv1alpha1.ConfigMapKeyRef{{Name: "signers", Key: "cosign.pub"}}}
+	policy := inject.VerifyPolicy(verify)
+	signed := func(image, digest, policy string) appsv1alpha1.ResolvedImage {
+		return appsv1alpha1.ResolvedImage{Image: image, Digest: digest,
+			Verified: &appsv1alpha1.VerifiedSignature{Digest: digest, Signer: "key signers/cosign.pub", Policy: policy}}
+	}
+	all := []appsv1alpha1.ResolvedImage{
+		signed("registry.example/proxy:1.0", digestA, policy),
+		signed("registry.example/agent:2.0", digestB, policy),
+		signed("registry.example/setup@"+digestB, digestB, policy),
+	}
+	verifying := func(images ...appsv1alpha1.ResolvedImage) *appsv1alpha1.SidecarSet {
+		s := pinnedSet(images...)
+		s.Spec.ImagePolicy.Verify = verify
+		return s
+	}
+	with := func(i int, change func(*appsv1alpha1.ResolvedImage)) []appsv1alpha1.ResolvedImage {
+		out := make([]appsv1alpha1.ResolvedImage, len(all))
+		for j := range all {
+			out[j] = *all[j].DeepCopy()
+		}
+		change(&out[i])
+		return out
+	}
+	if got, want := inject.ImagesToPin(verifying()), []string{"registry.example/proxy:1.0", "registry.example/agent:2.0",
+		"registry.example/setup@" + digestB}; !slices.Equal(got, want) {
+		t.Errorf("ImagesToPin = %q; want every image, by tag or digest, once: %q", got, want)
+	}
+	for _, tt := range []struct {
+		name    string
+		set     *appsv1alpha1.SidecarSet
+		wantErr string // "" when it compiles
+		failed  bool
+	}{
+		{name: "every digest verified", set: verifying(all...)},
+		{name: "one not verified yet", set: verifying(with(1, func(r *appsv1alpha1.ResolvedImage) { r.Verified = nil })...),
+			wantErr: `this one has not: registry.example/agent:2.0@` + digestB},
+		{name: "one failed, with why", set: verifying(with(0, func(r *appsv1alpha1.ResolvedImage) {
+			r.Verified, r.VerificationError = nil, "no trusted signer signed it"
+		})...), wantErr: `registry.example/proxy:1.0@` + digestA + ` (no trusted signer signed it)`, failed: true},
+		{name: "verified under other signers", set: verifying(with(0, func(r *appsv1alpha1.ResolvedImage) { r.Verified.Policy = "0123456789abcdef" })...),
+			wantErr: `this one has not: registry.example/proxy:1.0@` + digestA},
+		{name: "verified an older digest", set: verifying(with(0, func(r *appsv1alpha1.ResolvedImage) { r.Digest = digestB })...),
+			wantErr: `this one has not: registry.example/proxy:1.0@` + digestB},
+		{name: "an image named by digest is verified too", set: verifying(all[:2]...),
+			wantErr: `this one is not resolved yet: registry.example/setup@` + digestB},
+		{name: "status gives an image named by digest another digest", set: verifying(with(2, func(r *appsv1alpha1.ResolvedImage) {
+			r.Digest, r.Verified.Digest = digestA, digestA
+		})...), wantErr: `registry.example/setup@` + digestB + ` (status.images gives it digest "` + digestA + `", not the one it names)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := inject.Compile(tt.set)
+			if tt.wantErr == "" {
+				if err != nil || c.Set.Spec.Containers[0].Image != "registry.example/proxy:1.0@"+digestA {
+					t.Fatalf("Compile() = %v; want the verified digests injected", err)
+				}
+				return
+			}
+			var waiting *inject.ImagesNotResolvedError
+			if !errors.As(err, &waiting) || !strings.Contains(err.Error(), tt.wantErr) || waiting.Failed() != tt.failed {
+				t.Fatalf("Compile() error = %v (failed %v); want an ImagesNotResolvedError containing %q, failed %v",
+					err, waiting != nil && waiting.Failed(), tt.wantErr, tt.failed)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,9 +116,14 @@ func newRevision(set *appsv1alpha1.SidecarSet, hash, namespace string, number in
 	if v, ok := set.Labels[appsv1alpha1.CustomVersionLabel]; ok {
 		labels[appsv1alpha1.CustomVersionLabel] = v
 	}
+	var annotations map[string]string
+	if signed := signatures(set); signed != "" {
+		annotations = map[string]string{appsv1alpha1.SignaturesAnnotation: signed}
+	}
 	return &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: Name(set.Name, hash), Namespace: namespace, Labels: labels,
+			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: appsv1alpha1.GroupVersion.String(), Kind: "SidecarSet", Name: set.Name, UID: set.UID,
 			}},
@@ -222,4 +228,19 @@ func Compile(set, content *appsv1alpha1.SidecarSet, stored func(name string) *ap
 		return nil, waiting, err
 	}
 	return c, waiting, nil
+}
+
+// signatures lists the verified signature of each image of a set verifying them
+// (imagePolicy.verify), one line each: what its new revision records. Empty for other sets.
+func signatures(set *appsv1alpha1.SidecarSet) string {
+	if set.Spec.ImagePolicy == nil || set.Spec.ImagePolicy.Verify == nil {
+		return ""
+	}
+	var lines []string
+	for _, img := range set.Status.Images {
+		if img.Verified != nil && img.Verified.Digest == img.Digest {
+			lines = append(lines, inject.PinnedImage(img.Image, img.Digest)+" signed by "+img.Verified.Signer)
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -21,8 +21,14 @@ const (
 	ImagesTagMoved = "TagMoved"
 	// ImagesResolving: an image has no digest yet (ImagesPinned False).
 	ImagesResolving = "Resolving"
+	// ImagesVerifying: a pinned digest's signature is not verified yet (imagePolicy.verify).
+	ImagesVerifying = "Verifying"
+	// ImagesVerificationFailed: a pinned digest's signature did not verify; status.images says why.
+	ImagesVerificationFailed = "VerificationFailed"
 	// ReadyResolvingImages is Ready's reason while an image has no digest yet.
 	ReadyResolvingImages = "ResolvingImages"
+	// ReadyImagesNotVerified is Ready's reason while a pinned digest's signature has not verified.
+	ReadyImagesNotVerified = "ImagesNotVerified"
 )
 
 // WithImages sets the ImagesPinned condition of a set pinning digests into conditions, and
@@ -38,18 +44,29 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 	cond := metav1.Condition{Type: appsv1alpha1.ConditionImagesPinned, ObservedGeneration: set.Generation, LastTransitionTime: now}
 	if waiting != nil {
 		meanwhile := "new matching pods get no sidecars of this set until then"
+		last := "the last one resolved"
+		if len(waiting.Unverified) > 0 {
+			last = "the last one whose images resolved and verified"
+		}
 		switch {
 		case set.Spec.InjectionStrategy.Revision != nil:
 			// The webhook injects the pinned revision, whatever the current spec waits for.
 			meanwhile = "new matching pods get " + revision.Describe(set.Spec.InjectionStrategy.Revision) +
 				" (spec.injectionStrategy.revision) meanwhile"
 		case lastRevision != "":
-			meanwhile = "new matching pods get revision " + lastRevision + " (the last one resolved) until then"
+			meanwhile = "new matching pods get revision " + lastRevision + " (" + last + ") until then"
 		}
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ImagesResolving, capped(waiting.Error())+"; "+meanwhile
+		reason, readyReason := ImagesResolving, ReadyResolvingImages
+		switch {
+		case waiting.Failed():
+			reason, readyReason = ImagesVerificationFailed, ReadyImagesNotVerified
+		case len(waiting.Images) == 0:
+			reason, readyReason = ImagesVerifying, ReadyImagesNotVerified
+		}
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, capped(waiting.Error())+"; "+meanwhile
 		keepTransition(&cond, previous)
 		meta.SetStatusCondition(conditions, cond)
-		ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReadyResolvingImages,
+		ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: readyReason,
 			ObservedGeneration: set.Generation, LastTransitionTime: now, Message: cond.Message}
 		keepTransition(&ready, previous)
 		meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionReady)
@@ -61,13 +78,21 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 		if r.Digest == "" {
 			continue
 		}
-		pinned = append(pinned, inject.PinnedImage(r.Image, r.Digest))
+		entry := inject.PinnedImage(r.Image, r.Digest)
+		if r.Verified != nil && r.Verified.Digest == r.Digest {
+			entry += " (signed by " + r.Verified.Signer + ")"
+		}
+		pinned = append(pinned, entry)
 		if r.Latest != "" && r.Latest != r.Digest {
 			moved = append(moved, fmt.Sprintf("%s now names %s", r.Image, r.Latest))
 		}
 	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, ImagesPinned
-	cond.Message = fmt.Sprintf("%d images pinned: %s", len(pinned), strings.Join(pinned, ", "))
+	what := "pinned"
+	if set.Spec.ImagePolicy.Verify != nil {
+		what = "pinned and verified"
+	}
+	cond.Message = fmt.Sprintf("%d images %s: %s", len(pinned), what, strings.Join(pinned, ", "))
 	if len(pinned) == 0 {
 		cond.Message = "every image is named by digest in the spec"
 	}

@@ -238,12 +238,12 @@ func bufioReader(raw []byte) *bufio.Reader { return bufio.NewReader(bytes.NewRea
 
 // TestManagerNamespacedRoleIsLeastPrivilege: in its own namespace the manager may only keep
 // SidecarSet revisions and read (get, never list or watch) the pull secrets sets pinning
-// digests name, bound to its ServiceAccount there.
+// digests name and the ConfigMaps holding the keys and trusted roots they verify with, bound to its ServiceAccount there.
 func TestManagerNamespacedRoleIsLeastPrivilege(t *testing.T) {
 	objs := rendered(t)
 	role := get[*rbacv1.Role](t, objs, "Role/sidecarset-manager-role")
 	want := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"controllerrevisions"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}},
 	}
 	if role.Namespace != "sidecarset-system" || !apiequality.Semantic.DeepEqual(role.Rules, want) {
