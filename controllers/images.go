@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -61,6 +62,10 @@ func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// A budget for the registries: one that answers slowly holds this worker for so long, not
+	// for every image of the set in turn.
+	registries, cancel := context.WithTimeout(ctx, registryBudget)
+	defer cancel()
 	updated := set.DeepCopy()
 	var failed []error
 	if !inject.PinsDigests(&set) {
@@ -76,7 +81,7 @@ func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			case err != nil:
 				results[i].Err = err
 			default:
-				results[i].Digest, results[i].Err = r.Resolver.Digest(ctx, image, keychain)
+				results[i].Digest, results[i].Err = r.Resolver.Digest(registries, image, keychain)
 			}
 		}
 		token := set.Annotations[appsv1alpha1.RefreshImagesAnnotation]
@@ -91,7 +96,7 @@ func (r *ImageResolver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 				failed = append(failed, res.Err)
 			}
 		}
-		if verr := r.verify(ctx, updated, keychain); verr != nil {
+		if verr := r.verify(registries, updated, keychain); verr != nil {
 			failed = append(failed, verr)
 		}
 		r.recordEvents(updated, set.Status.Images, next)
@@ -211,8 +216,11 @@ func (r *ImageResolver) verify(ctx context.Context, set *appsv1alpha1.SidecarSet
 		err := terr
 		if err == nil {
 			var bundles [][]byte
-			if bundles, err = r.Resolver.Bundles(ctx, img.Image, img.Digest, keychain); err == nil {
-				signer, err = trust.Verify(img.Digest, bundles)
+			var problems []string
+			if bundles, problems, err = r.Resolver.Bundles(ctx, img.Image, img.Digest, keychain); err == nil {
+				if signer, err = trust.Verify(img.Image, img.Digest, bundles); err != nil && len(problems) > 0 {
+					err = fmt.Errorf("%w; unreadable: %s", err, strings.Join(problems, "; "))
+				}
 			}
 		}
 		if err != nil {
@@ -258,3 +266,7 @@ func (r *ImageResolver) trust(ctx context.Context, spec *appsv1alpha1.ImageVerif
 	}
 	return images.NewTrust(spec, keys, rootJSON)
 }
+
+// registryBudget bounds the registry work of one reconcile: resolving and verifying all of a
+// set's images. What is not done by then fails, says so in status, and is retried with backoff.
+const registryBudget = 2 * time.Minute

@@ -51,8 +51,9 @@ const (
 	RefreshImagesAnnotation = "sidecarset.io/refresh-images"
 
 	// SignaturesAnnotation, on the revision of a SidecarSet with imagePolicy.verify, records the
-	// signature verified for each of its images when the revision was made: one line per image,
-	// "IMAGE@DIGEST signed by SIGNER".
+	// signatures verified for its images: "policy HASH" (the hash of the verify policy they were
+	// verified under) on the first line, then one line per image, "IMAGE@DIGEST signed by SIGNER".
+	// The webhook falls back to a revision only when it records every image under the current policy.
 	SignaturesAnnotation = "sidecarset.io/signatures"
 
 	// LeaderLabel is set on the operator's leader-election Lease to the name of the replica

@@ -215,10 +215,14 @@ type SignerIdentity struct {
 	// Subject is the certificate's subject alternative name, exactly (an email address, or
 	// a workflow's URI).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Subject string `json:"subject,omitempty"`
-	// SubjectRegExp matches the subject alternative name instead (Go syntax, anchor it).
+	// SubjectRegExp matches the whole subject alternative name instead (Go syntax; it is
+	// anchored at both ends: `https://github\.com/example/agent/.*` matches that repository's
+	// workflows only).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	SubjectRegExp string `json:"subjectRegExp,omitempty"`
 }

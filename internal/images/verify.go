@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -33,7 +34,7 @@ const CosignSignPredicate = "https://sigstore.dev/cosign/sign/v1"
 
 // maxBundles is the most bundles read for one digest: the first ones that verify suffice, and an
 // image with hundreds of attestations attached must not hold a worker.
-const maxBundles = 16
+const maxBundles = 32
 
 // emptyConfig is the config media type of a bundle artifact: a registry that lists referrers by
 // their config's media type, ignoring the manifest's artifactType, lists bundles as it.
@@ -41,11 +42,12 @@ const emptyConfig = "application/vnd.oci.empty.v1+json"
 
 // Bundles reads the Sigstore bundles attached to image's digest (its repository @ digest): the
 // referrers of the digest whose artifact type is a Sigstore bundle, by the OCI referrers API or,
-// for a registry without it, the referrers tag scheme.
-func (r *Resolver) Bundles(ctx context.Context, image, digest string, keychain authn.Keychain) ([][]byte, error) {
+// for a registry without it, the referrers tag scheme. problems say which artifacts could not be
+// read, and why; err, why none could be listed.
+func (r *Resolver) Bundles(ctx context.Context, image, digest string, keychain authn.Keychain) (bundles [][]byte, problems []string, err error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not an image reference: %w", image, err)
+		return nil, nil, fmt.Errorf("%q is not an image reference: %w", image, err)
 	}
 	var opts []name.Option
 	if slices.Contains(r.Insecure, ref.Context().RegistryStr()) {
@@ -53,7 +55,7 @@ func (r *Resolver) Bundles(ctx context.Context, image, digest string, keychain a
 	}
 	d, err := name.NewDigest(ref.Context().Name()+"@"+digest, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a digest of %s: %w", digest, ref.Context().Name(), err)
+		return nil, nil, fmt.Errorf("%q is not a digest of %s: %w", digest, ref.Context().Name(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
@@ -61,46 +63,69 @@ func (r *Resolver) Bundles(ctx context.Context, image, digest string, keychain a
 		remote.WithTransport(guarded{next: remote.DefaultTransport, insecure: r.Insecure})}
 	idx, err := remote.Referrers(d, ropts...)
 	if err != nil {
-		return nil, fmt.Errorf("listing the signatures of %s: %w", d.Name(), err)
+		return nil, nil, fmt.Errorf("listing the signatures of %s: %w", d.Name(), err)
 	}
 	manifest, err := idx.IndexManifest()
 	if err != nil {
-		return nil, fmt.Errorf("listing the signatures of %s: %w", d.Name(), err)
+		return nil, nil, fmt.Errorf("listing the signatures of %s: %w", d.Name(), err)
+	}
+	// Signatures first: cosign annotates each bundle with its statement's predicate; then other
+	// bundles; then what a registry lists by an empty config. Every fetch counts toward
+	// maxBundles, so a repository crowded with artifacts costs a bounded number of requests.
+	rank := func(m v1.Descriptor) int {
+		switch {
+		case m.Annotations["dev.sigstore.bundle.predicateType"] == CosignSignPredicate:
+			return 0
+		case strings.HasPrefix(m.ArtifactType, BundleArtifactType):
+			return 1
+		case m.ArtifactType == emptyConfig:
+			return 2
+		}
+		return 3 // another kind of artifact (an SBOM, a legacy signature)
+	}
+	candidates := slices.DeleteFunc(slices.Clone(manifest.Manifests), func(m v1.Descriptor) bool { return rank(m) == 3 })
+	slices.SortStableFunc(candidates, func(a, b v1.Descriptor) int { return rank(a) - rank(b) })
+	if len(candidates) > maxBundles {
+		candidates = candidates[:maxBundles]
 	}
 	var out [][]byte
-	for _, m := range manifest.Manifests {
-		if !strings.HasPrefix(m.ArtifactType, BundleArtifactType) && m.ArtifactType != emptyConfig {
-			continue // another kind of artifact (an SBOM, a legacy signature)
-		}
-		if len(out) == maxBundles {
-			break
-		}
-		img, err := remote.Image(d.Context().Digest(m.Digest.String()), ropts...)
+	for _, m := range candidates {
+		data, err := readBundle(d.Context().Digest(m.Digest.String()), ropts)
 		if err != nil {
-			return nil, fmt.Errorf("reading signature %s of %s: %w", m.Digest, d.Name(), err)
+			// One unreadable artifact, which anyone who may push to the repository can attach,
+			// must not hide the others.
+			problems = append(problems, fmt.Sprintf("artifact %s: %v", m.Digest, err))
+			continue
 		}
-		layers, err := img.Layers()
-		if err != nil {
-			return nil, fmt.Errorf("reading signature %s of %s: %w", m.Digest, d.Name(), err)
+		if data != nil {
+			out = append(out, data)
 		}
-		if len(layers) != 1 {
-			continue // not a bundle: cosign's bundle artifact has one layer
-		}
-		if mt, err := layers[0].MediaType(); err != nil || !strings.HasPrefix(string(mt), BundleArtifactType) {
-			continue // an artifact with an empty config that is no bundle
-		}
-		rc, err := layers[0].Compressed()
-		if err != nil {
-			return nil, fmt.Errorf("reading signature %s of %s: %w", m.Digest, d.Name(), err)
-		}
-		data, err := io.ReadAll(io.LimitReader(rc, maxBody))
-		_ = rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading signature %s of %s: %w", m.Digest, d.Name(), err)
-		}
-		out = append(out, data)
 	}
-	return out, nil
+	return out, problems, nil
+}
+
+// readBundle reads the bundle the artifact at ref holds; nil when it is no bundle.
+func readBundle(ref name.Digest, ropts []remote.Option) ([]byte, error) {
+	img, err := remote.Image(ref, ropts...)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) != 1 {
+		return nil, nil // cosign's bundle artifact has one layer
+	}
+	if mt, err := layers[0].MediaType(); err != nil || !strings.HasPrefix(string(mt), BundleArtifactType) {
+		return nil, nil // an artifact with an empty config that is no bundle
+	}
+	rc, err := layers[0].Compressed()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rc.Close() }()
+	return io.ReadAll(io.LimitReader(rc, maxBody))
 }
 
 func (r *Resolver) timeout() time.Duration {
@@ -163,7 +188,11 @@ func NewTrust(spec *appsv1alpha1.ImageVerification, keys [][]byte, rootJSON []by
 		t.root = tr
 	}
 	for i, id := range spec.Identities {
-		ci, err := verify.NewShortCertificateIdentity(id.Issuer, "", id.Subject, id.SubjectRegExp)
+		re := id.SubjectRegExp
+		if re != "" {
+			re = "^(?:" + re + ")$" // the whole subject: a match inside it would let any branch name pass
+		}
+		ci, err := verify.NewShortCertificateIdentity(id.Issuer, "", id.Subject, re)
 		if err != nil {
 			return nil, fmt.Errorf("spec.imagePolicy.verify.identities[%d]: %w", i, err)
 		}
@@ -196,12 +225,17 @@ func (t *Trust) keylessVerifier() (*verify.Verifier, error) {
 	return verify.NewVerifier(t.root, opts...)
 }
 
-// Verify reports who signed digest (sha256:...) among bundles (Bundles' answer): the first
-// trusted key or identity whose signature on the digest verifies. A bundle counts as the
-// image's signature when it signs the digest itself (a message signature over the manifest) or
-// is a DSSE in-toto statement of predicate CosignSignPredicate whose subject is the digest. The
-// error, when none verifies, says why each bundle did not.
-func (t *Trust) Verify(digest string, bundles [][]byte) (signer string, err error) {
+// Verify reports who signed image's digest (sha256:...) among bundles (Bundles' answer): the
+// first trusted key or identity whose signature verifies. A bundle counts as the image's
+// signature when it is a DSSE in-toto statement of predicate CosignSignPredicate with a subject
+// naming the image's repository and the digest, as cosign signs images. The error, when none
+// verifies, says why each bundle did not.
+func (t *Trust) Verify(image, digest string, bundles [][]byte) (signer string, err error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", fmt.Errorf("%q is not an image reference: %w", image, err)
+	}
+	repository := ref.Context().Name()
 	hexDigest, ok := strings.CutPrefix(digest, "sha256:")
 	raw, herr := hex.DecodeString(hexDigest)
 	if !ok || herr != nil || len(raw) != sha256.Size {
@@ -228,7 +262,7 @@ func (t *Trust) Verify(digest string, bundles [][]byte) (signer string, err erro
 		for _, k := range t.keys {
 			res, err := k.verifier.Verify(&b, verify.NewPolicy(artifact, verify.WithKey()))
 			if err == nil {
-				err = signs(res)
+				err = signs(res, repository, hexDigest)
 			}
 			if err == nil {
 				return k.name, nil
@@ -239,7 +273,7 @@ func (t *Trust) Verify(digest string, bundles [][]byte) (signer string, err erro
 			for _, id := range t.identities {
 				res, err := keyless.Verify(&b, verify.NewPolicy(artifact, verify.WithCertificateIdentity(id.identity)))
 				if err == nil {
-					err = signs(res)
+					err = signs(res, repository, hexDigest)
 				}
 				if err == nil {
 					return signerOf(id.name, res), nil
@@ -252,12 +286,29 @@ func (t *Trust) Verify(digest string, bundles [][]byte) (signer string, err erro
 	return "", fmt.Errorf("no trusted signer signed it: %s", strings.Join(why, "; "))
 }
 
-// signs checks that a verified bundle is the image's signature, not an attestation about it.
-func signs(res *verify.VerificationResult) error {
-	if res.Statement != nil && res.Statement.GetPredicateType() != CosignSignPredicate {
-		return fmt.Errorf("it is an attestation (predicate %s), not a signature (predicate %s)", res.Statement.GetPredicateType(), CosignSignPredicate)
+// signs checks that a verified bundle is the signature of repository@hexDigest: an in-toto
+// statement of predicate CosignSignPredicate with a subject naming both. An attestation about
+// the image is no signature; nor is a message signature, which names no repository (another
+// image with the same signer, or a manifest signed as a blob, would pass for this one).
+func signs(res *verify.VerificationResult, repository, hexDigest string) error {
+	st := res.Statement
+	if st == nil {
+		return errors.New("it is a message signature, which names no image: sign the image with cosign sign (an in-toto statement naming it)")
 	}
-	return nil
+	if st.GetPredicateType() != CosignSignPredicate {
+		return fmt.Errorf("it is an attestation (predicate %s), not a signature (predicate %s)", st.GetPredicateType(), CosignSignPredicate)
+	}
+	var named []string
+	for _, s := range st.GetSubject() {
+		if s.GetDigest()["sha256"] != hexDigest {
+			continue
+		}
+		if repo, err := name.NewRepository(s.GetName()); err == nil && repo.Name() == repository {
+			return nil
+		}
+		named = append(named, s.GetName())
+	}
+	return fmt.Errorf("it signs the digest as %q, not as %s: a signature for another repository", named, repository)
 }
 
 // signerOf names a keyless signer by the subject its certificate gives, for an identity matched

@@ -69,6 +69,10 @@ func TestVerify(t *testing.T) {
 		TrustedRoot: &appsv1alpha1.ConfigMapKeyRef{Name: "sigstore", Key: "trusted_root.json"}}
 	byRegExp := &appsv1alpha1.ImageVerification{Identities: []appsv1alpha1.SignerIdentity{{Issuer: issuer, SubjectRegExp: `^https://ci\.test/agent/.*$`}},
 		TrustedRoot: byIdentity.TrustedRoot}
+	byUnanchored := &appsv1alpha1.ImageVerification{Identities: []appsv1alpha1.SignerIdentity{{Issuer: issuer, SubjectRegExp: `https://ci\.test/agent/`}},
+		TrustedRoot: byIdentity.TrustedRoot}
+	lookalike, err := ca.Signer(issuer, "https://ci.test/attacker/x.yaml@refs/heads/https://ci.test/agent/", now.Add(-time.Minute), now.Add(time.Hour))
+	must(t, err)
 	keyPEM := [][]byte{[]byte(trusted.PublicKeyPEM())}
 
 	for _, tc := range []struct {
@@ -82,8 +86,10 @@ func TestVerify(t *testing.T) {
 	}{
 		{name: "the trusted key signed the digest", spec: byKeys, keys: keyPEM,
 			bundles: [][]byte{bundle(trusted.Sign(repo, digest))}, signer: "key signers/cosign.pub"},
-		{name: "a message signature over the manifest", spec: byKeys, keys: keyPEM,
-			bundles: [][]byte{bundle(trusted.SignMessage([]byte(manifest)))}, signer: "key signers/cosign.pub"},
+		{name: "a message signature names no image", spec: byKeys, keys: keyPEM,
+			bundles: [][]byte{bundle(trusted.SignMessage([]byte(manifest)))}, why: "it is a message signature"},
+		{name: "the trusted key signed the digest as another repository", spec: byKeys, keys: keyPEM,
+			bundles: [][]byte{bundle(trusted.Sign("registry.test/debug-shell", digest))}, why: "a signature for another repository"},
 		{name: "another key signed it", spec: byKeys, keys: keyPEM,
 			bundles: [][]byte{bundle(other.Sign(repo, digest))}, why: "no trusted signer signed it"},
 		{name: "no signature at all", spec: byKeys, keys: keyPEM, why: "it has no signature"},
@@ -98,6 +104,8 @@ func TestVerify(t *testing.T) {
 			bundles: [][]byte{bundle(keyless.Sign(repo, digest))}, signer: "identity " + issuer + " " + subject},
 		{name: "the identity matched by expression", spec: byRegExp, root: rootJSON,
 			bundles: [][]byte{bundle(keyless.Sign(repo, digest))}, signer: "identity " + issuer + " " + subject},
+		{name: "the expression matches whole subjects only", spec: byUnanchored, root: rootJSON,
+			bundles: [][]byte{bundle(lookalike.Sign(repo, digest))}, why: "no trusted signer signed it"},
 		{name: "the identity's certificate expired", spec: byIdentity, root: rootJSON,
 			bundles: [][]byte{bundle(expired.Sign(repo, digest))}, why: "leaf certificate verification failed"},
 		{name: "another identity of the same CA", spec: byIdentity, root: rootJSON,
@@ -110,7 +118,7 @@ func TestVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			trust, err := images.NewTrust(tc.spec, tc.keys, tc.root)
 			must(t, err)
-			signer, err := trust.Verify(digest, tc.bundles)
+			signer, err := trust.Verify(repo+":1.0", digest, tc.bundles)
 			switch {
 			case tc.signer != "" && (err != nil || signer != tc.signer):
 				t.Errorf("Verify = %q, %v; want signed by %q", signer, err, tc.signer)
@@ -173,11 +181,11 @@ func TestBundles(t *testing.T) {
 		must(t, err)
 		must(t, sigstoretest.Attach(signed, b))
 		r := &images.Resolver{}
-		got, err := r.Bundles(context.Background(), host+"/agent:1.0", signed.DigestStr(), authn.NewMultiKeychain())
-		if err != nil || len(got) != 1 || string(got[0]) != string(b) {
-			t.Errorf("referrers API %v: Bundles of the signed image = %d bundles, %v; want the one attached", referrers, len(got), err)
+		got, problems, err := r.Bundles(context.Background(), host+"/agent:1.0", signed.DigestStr(), authn.NewMultiKeychain())
+		if err != nil || len(problems) > 0 || len(got) != 1 || string(got[0]) != string(b) {
+			t.Errorf("referrers API %v: Bundles of the signed image = %d bundles, %v, %v; want the one attached", referrers, len(got), problems, err)
 		}
-		got, err = r.Bundles(context.Background(), host+"/agent:2.0", unsigned.DigestStr(), authn.NewMultiKeychain())
+		got, _, err = r.Bundles(context.Background(), host+"/agent:2.0", unsigned.DigestStr(), authn.NewMultiKeychain())
 		if err != nil || len(got) != 0 {
 			t.Errorf("referrers API %v: Bundles of the unsigned image = %d bundles, %v; want none", referrers, len(got), err)
 		}

@@ -44,10 +44,13 @@ func HasDigest(image string) bool {
 	return ok
 }
 
-// SamePins reports whether two status.images lists pin the same images to the same digests
-// (when resolved and what a tag names now aside): whether a set's pinned content changed.
+// SamePins reports whether two status.images lists pin the same images to the same digests,
+// verified alike (when resolved and what a tag names now aside): whether a set's pinned
+// content, or whether it may be injected, changed.
 func SamePins(a, b []appsv1alpha1.ResolvedImage) bool {
-	return slices.EqualFunc(a, b, func(x, y appsv1alpha1.ResolvedImage) bool { return x.Image == y.Image && x.Digest == y.Digest })
+	return slices.EqualFunc(a, b, func(x, y appsv1alpha1.ResolvedImage) bool {
+		return x.Image == y.Image && x.Digest == y.Digest && verifiedAs(x) == verifiedAs(y)
+	})
 }
 
 // PinnedImage is image, as written, pinned to digest: repository:tag@digest keeps the tag
@@ -213,4 +216,13 @@ func DigestOf(image string) string {
 		return d.Digest().String()
 	}
 	return ""
+}
+
+// verifiedAs is which digest an image's signature verified, under which policy: whether a
+// digest may be injected changes with it.
+func verifiedAs(r appsv1alpha1.ResolvedImage) string {
+	if r.Verified == nil {
+		return ""
+	}
+	return r.Verified.Digest + " " + r.Verified.Policy
 }

@@ -31,8 +31,9 @@ type Plan struct {
 	Current string
 	// Create is a revision to create; nil when it exists.
 	Create *appsv1.ControllerRevision
-	// Renumber is an existing revision that becomes current again (a rollback to content
-	// stored earlier): it gets the highest number. Nil when not needed.
+	// Renumber is an existing revision to update: one that becomes current again (a rollback
+	// to content stored earlier) gets the highest number, and the current one of a set verifying
+	// signatures records those verified since it was stored. Nil when not needed.
 	Renumber *appsv1.ControllerRevision
 	// Delete are the revisions beyond the history limit, oldest first.
 	Delete []string
@@ -75,6 +76,16 @@ func Reconcile(c *inject.CompiledSet, namespace string, existing []appsv1.Contro
 		current = p.Renumber
 	default:
 		current = mine[i]
+	}
+	if signed := signatures(set); signed != "" && p.Create == nil && current.Annotations[appsv1alpha1.SignaturesAnnotation] != signed {
+		// Its digests verified since it was stored (verify set on a set pinning them, or other
+		// signers): the revision records it, so the webhook may fall back to it.
+		updated := current.DeepCopy()
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[appsv1alpha1.SignaturesAnnotation] = signed
+		p.Renumber, current = updated, updated
 	}
 	if i >= 0 {
 		mine = slices.Delete(mine, i, i+1)
@@ -202,6 +213,9 @@ func Resolve(set *appsv1alpha1.SidecarSet, revs []*appsv1.ControllerRevision) (c
 	if err != nil {
 		return set, fmt.Sprintf("%s, which cannot be read (%v)", Describe(ref), err)
 	}
+	if why := Unverified(set, content, r); why != "" {
+		return set, Describe(ref) + ", whose " + why
+	}
 	return content, ""
 }
 
@@ -224,23 +238,59 @@ func Compile(set, content *appsv1alpha1.SidecarSet, stored func(name string) *ap
 	if cerr != nil {
 		return nil, waiting, err
 	}
+	if Unverified(set, old, last) != "" {
+		return nil, waiting, err // stored before verify was set, or under other signers: inject nothing
+	}
 	if c, cerr = inject.Compile(old); cerr != nil {
 		return nil, waiting, err
 	}
 	return c, waiting, nil
 }
 
-// signatures lists the verified signature of each image of a set verifying them
-// (imagePolicy.verify), one line each: what its new revision records. Empty for other sets.
+// signatures is what a new revision of a set verifying its images' signatures
+// (imagePolicy.verify) records of them: the verify policy's hash on the first line, then the
+// verified signature of each image, one line each. Empty for other sets.
 func signatures(set *appsv1alpha1.SidecarSet) string {
 	if set.Spec.ImagePolicy == nil || set.Spec.ImagePolicy.Verify == nil {
 		return ""
 	}
-	var lines []string
+	lines := []string{policyLine + inject.VerifyPolicy(set.Spec.ImagePolicy.Verify)}
 	for _, img := range set.Status.Images {
 		if img.Verified != nil && img.Verified.Digest == img.Digest {
-			lines = append(lines, inject.PinnedImage(img.Image, img.Digest)+" signed by "+img.Verified.Signer)
+			lines = append(lines, inject.PinnedImage(img.Image, img.Digest)+signedBy+img.Verified.Signer)
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+const (
+	policyLine = "policy "
+	signedBy   = " signed by "
+)
+
+// Unverified says why r, a revision of set with content, may not be injected while set verifies
+// its images' signatures (imagePolicy.verify): r must record a verified signature, under the
+// set's current verify policy, for every image content names. Empty when it may be injected, or
+// when set verifies nothing. A revision stored before verify was set, or under other signers,
+// is never injected unverified.
+func Unverified(set, content *appsv1alpha1.SidecarSet, r *appsv1.ControllerRevision) string {
+	if set.Spec.ImagePolicy == nil || set.Spec.ImagePolicy.Verify == nil {
+		return ""
+	}
+	lines := strings.Split(r.Annotations[appsv1alpha1.SignaturesAnnotation], "\n")
+	if lines[0] != policyLine+inject.VerifyPolicy(set.Spec.ImagePolicy.Verify) {
+		return fmt.Sprintf("revision %s records no signature verified under the current spec.imagePolicy.verify", r.Name)
+	}
+	signed := map[string]bool{}
+	for _, l := range lines[1:] {
+		if image, _, ok := strings.Cut(l, signedBy); ok {
+			signed[image] = true
+		}
+	}
+	for _, image := range inject.ImagesToVerify(&content.Spec) {
+		if !signed[image] {
+			return fmt.Sprintf("revision %s records no verified signature for %s", r.Name, image)
+		}
+	}
+	return ""
 }

@@ -91,7 +91,8 @@ func TestSignedImages(t *testing.T) {
 	verifiedRevision := cur.Status.UpdateRevision
 	var rev appsv1.ControllerRevision
 	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: verifiedRevision}, &rev))
-	if got := rev.Annotations[appsv1alpha1.SignaturesAnnotation]; got != inject.PinnedImage(image, v1.DigestStr())+" signed by "+signer {
+	if got := rev.Annotations[appsv1alpha1.SignaturesAnnotation]; !strings.HasSuffix(got, "\n"+inject.PinnedImage(image, v1.DigestStr())+" signed by "+signer) ||
+		!strings.HasPrefix(got, "policy "+inject.VerifyPolicy(set.Spec.ImagePolicy.Verify)+"\n") {
 		t.Errorf("revision %s records signatures %q; want the image's", rev.Name, got)
 	}
 

@@ -6,7 +6,6 @@ package sigstoretest
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -179,7 +178,7 @@ func (c certifier) GetCertificate(_ context.Context, kp sign.Keypair, _ *sign.Ce
 		URIs: []*url.URL{san}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
 		ExtraExtensions: []pkix.Extension{{Id: oidIssuerV2, Value: issuer}},
 	}
-	return x509.CreateCertificate(rand.Reader, tmpl, c.ca.cert, kp.GetPublicKey().(crypto.PublicKey), c.ca.key)
+	return x509.CreateCertificate(rand.Reader, tmpl, c.ca.cert, kp.GetPublicKey(), c.ca.key)
 }
 
 // Attach pushes bundle to the registry as cosign does: an OCI artifact of type
