@@ -56,6 +56,12 @@ const (
 	// The webhook falls back to a revision only when it records every image under the current policy.
 	SignaturesAnnotation = "sidecarset.io/signatures"
 
+	// ImagesAnnotation, written by the pod webhook on each Pod it injects a sidecar naming a digest
+	// into, records those sidecars' images ("container=image", comma-separated): the
+	// pinned-images ValidatingAdmissionPolicy refuses the Pod unless each still runs its image,
+	// whatever a mutating webhook called later did.
+	ImagesAnnotation = "sidecarset.io/images"
+
 	// LeaderLabel is set on the operator's leader-election Lease to the name of the replica
 	// (its pod, from POD_NAME, or its hostname) that holds it: `kubectl get lease -L
 	// sidecarset.io/leader` says which pod writes status.

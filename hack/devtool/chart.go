@@ -149,6 +149,8 @@ func writeChart(src chartSources, dir, version string) error {
 			if strings.Contains(name, "metrics") {
 				text = "{{- if .Values.metrics.enabled }}\n" + text + "{{- end }}\n"
 			}
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			text = "{{- if .Values.pinnedImagesPolicy }}\n" + text + "{{- end }}\n"
 		}
 		text = strings.ReplaceAll(text, kustomizeNamespace, "{{ .Release.Namespace }}")
 		text = strings.ReplaceAll(text, managedByKustomize, "app.kubernetes.io/managed-by: {{ .Release.Service }}")
@@ -187,6 +189,11 @@ resources:
 # Environment variables for the manager container, after the ones it always sets
 # (a list of EnvVar, as in a container spec).
 env: []
+
+# The final-state check of pinned sidecar images: a ValidatingAdmissionPolicy refusing a pod
+# whose sidecar injected with a digest (annotation sidecarset.io/images) runs another image,
+# changed by a mutating webhook called after the pod injector. It reads only the pod.
+pinnedImagesPolicy: true
 
 # Registries (host:port) from which the operator reads the digests of SidecarSets' images
 # (spec.imagePolicy.pin: Digest) over plain HTTP rather than HTTPS (--insecure-registries).

@@ -2,6 +2,7 @@ package inject_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,39 @@ func TestApply(t *testing.T) {
 		wantRefused *inject.RefusedError
 		check       func(t *testing.T, res *inject.Result, pod *corev1.Pod)
 	}{
+		{
+			name: "sidecars naming a digest are recorded for the final-state check, in container order",
+			pod: func() *corev1.Pod {
+				p := webPod(app)
+				p.Annotations = map[string]string{appsv1alpha1.ImagesAnnotation: "proxy=evil@sha256:" + strings.Repeat("f", 64)} // forged
+				return p
+			},
+			sets: func() []*appsv1alpha1.SidecarSet {
+				return []*appsv1alpha1.SidecarSet{webSet("proxy", corev1.Container{Name: "z-proxy", Image: "ghcr.io/example/proxy:1.0@sha256:" + strings.Repeat("a", 64)},
+					corev1.Container{Name: "tagged", Image: "ghcr.io/example/agent:1.0"},
+					corev1.Container{Name: "a-shipper", Image: "ghcr.io/example/shipper@sha256:" + strings.Repeat("b", 64)})}
+			},
+			check: func(t *testing.T, _ *inject.Result, pod *corev1.Pod) {
+				want := "a-shipper=ghcr.io/example/shipper@sha256:" + strings.Repeat("b", 64) + ",z-proxy=ghcr.io/example/proxy:1.0@sha256:" + strings.Repeat("a", 64)
+				if got := pod.Annotations[appsv1alpha1.ImagesAnnotation]; got != want {
+					t.Errorf("%s = %q, want %q", appsv1alpha1.ImagesAnnotation, got, want)
+				}
+			},
+		},
+		{
+			name: "no sidecar naming a digest: a forged record of images is removed",
+			pod: func() *corev1.Pod {
+				p := webPod(app)
+				p.Annotations = map[string]string{appsv1alpha1.ImagesAnnotation: "proxy=evil@sha256:" + strings.Repeat("f", 64)}
+				return p
+			},
+			sets: func() []*appsv1alpha1.SidecarSet { return []*appsv1alpha1.SidecarSet{webSet("proxy", proxy)} },
+			check: func(t *testing.T, _ *inject.Result, pod *corev1.Pod) {
+				if got, ok := pod.Annotations[appsv1alpha1.ImagesAnnotation]; ok {
+					t.Errorf("%s = %q, want it removed", appsv1alpha1.ImagesAnnotation, got)
+				}
+			},
+		},
 		{
 			name: "empty podInjectPolicy goes after the app containers",
 			pod:  func() *corev1.Pod { return webPod(app, worker) },

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -185,6 +186,7 @@ func (b *builder) finish(res *Result) {
 	case had:
 		res.annotations[appsv1alpha1.StatusAnnotation] = nil
 	}
+	b.pinnedImages(res.annotations)
 	// A pod the policy mode's admission policies sent here leaves without their mark.
 	if _, ok := pod.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
 		res.annotations[appsv1alpha1.WebhookRouteAnnotation] = nil
@@ -309,3 +311,27 @@ func (r *Result) annotationOps() []jsonpatch.Operation {
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func escapeJSONPointer(s string) string { return pointerEscaper.Replace(s) }
+
+// pinnedImages records, in the ImagesAnnotation, the image of each injected sidecar that names
+// a digest, as "container=image" entries joined by commas in container order: what the shipped
+// ValidatingAdmissionPolicy holds the pod's final state to, so that a mutating webhook called
+// after this one cannot swap a pinned sidecar's bytes. It replaces whatever the pod's author
+// wrote there, and is removed when no injected sidecar names a digest.
+func (b *builder) pinnedImages(annotations map[string]*string) {
+	var entries []string
+	for _, list := range [][]corev1.Container{b.containers.before, b.containers.after, b.initContainers.before, b.initContainers.after} {
+		for i := range list {
+			if strings.Contains(list[i].Image, "@") && HasDigest(list[i].Image) {
+				entries = append(entries, list[i].Name+"="+list[i].Image)
+			}
+		}
+	}
+	slices.Sort(entries)
+	old, had := b.pod.Annotations[appsv1alpha1.ImagesAnnotation]
+	switch v := strings.Join(entries, ","); {
+	case v != "" && (!had || v != old):
+		annotations[appsv1alpha1.ImagesAnnotation] = &v
+	case v == "" && had:
+		annotations[appsv1alpha1.ImagesAnnotation] = nil
+	}
+}

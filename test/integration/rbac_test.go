@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// asManagerServiceAccount installs the manager's ServiceAccount, ClusterRoles and bindings
-// from the rendered config/default and returns a config that impersonates that ServiceAccount.
+// asManagerServiceAccount installs the manager's ServiceAccount, ClusterRoles and bindings, and
+// the admission policies, from the rendered config/default and returns a config that impersonates that ServiceAccount.
 // managerServiceAccount is the ServiceAccount config/default's manager Deployment runs as.
 const managerServiceAccount = "sidecarset-controller-manager"
 
@@ -54,7 +55,7 @@ func asManagerServiceAccount(ctx context.Context, cfg *rest.Config, manifests st
 }
 
 // rbacObjects decodes the ServiceAccount, (Cluster)Roles and (Cluster)RoleBindings of the
-// rendered manifests.
+// rendered manifests, and the admission policies they ship (the pinned-images check).
 func rbacObjects(path string) ([]client.Object, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -86,6 +87,10 @@ func rbacObjects(path string) ([]client.Object, error) {
 			obj = &rbacv1.Role{}
 		case "RoleBinding":
 			obj = &rbacv1.RoleBinding{}
+		case "ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			continue
 		}

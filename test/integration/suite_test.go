@@ -40,6 +40,8 @@ var (
 	// kustomizations (default.yaml, policy-mode.yaml).
 	adminConfig  *rest.Config
 	manifestsDir string
+	// hooks are envtest's webhook serving options: its certificate and CA, for test webhooks.
+	hooks *envtest.WebhookInstallOptions
 )
 
 func TestMain(m *testing.M) {
@@ -93,6 +95,7 @@ func runSuite(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	hooks = &env.WebhookInstallOptions
 	stopped, err := startManager(ctx, cfg, managerCfg, &env.WebhookInstallOptions)
 	if err != nil {
 		return 0, err
