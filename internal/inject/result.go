@@ -321,7 +321,8 @@ func (b *builder) pinnedImages(annotations map[string]*string) {
 	var entries []string
 	for _, list := range [][]corev1.Container{b.containers.before, b.containers.after, b.initContainers.before, b.initContainers.after} {
 		for i := range list {
-			if strings.Contains(list[i].Image, "@") && HasDigest(list[i].Image) {
+			// The set's images were validated when it compiled: ":" marks a digest.
+			if _, d, ok := strings.Cut(list[i].Image, "@"); ok && strings.Contains(d, ":") {
 				entries = append(entries, list[i].Name+"="+list[i].Image)
 			}
 		}
