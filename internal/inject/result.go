@@ -313,7 +313,7 @@ var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 func escapeJSONPointer(s string) string { return pointerEscaper.Replace(s) }
 
 // pinnedImages records, in the ImagesAnnotation, the image of each injected sidecar that names
-// a digest, as "container=image" entries joined by commas in container order: what the shipped
+// a digest, as "container=image" entries joined by commas, sorted: what the shipped
 // ValidatingAdmissionPolicy holds the pod's final state to, so that a mutating webhook called
 // after this one cannot swap a pinned sidecar's bytes. It replaces whatever the pod's author
 // wrote there, and is removed when no injected sidecar names a digest.

@@ -152,6 +152,13 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	// Annotations need no restart: the set's current patches are applied and those it no
 	// longer declares removed, as injecting the pod afresh would leave them.
 	u.Annotations = patchedAnnotationEdits(res, rec, current)
+	// The record of pinned sidecar images follows the new images.
+	if v, ok := res.annotations[appsv1alpha1.ImagesAnnotation]; ok {
+		if u.Annotations == nil {
+			u.Annotations = map[string]*string{}
+		}
+		u.Annotations[appsv1alpha1.ImagesAnnotation] = v
+	}
 	rec.Annotations = res.Records[set].Annotations
 	rec.Overrides = res.Records[set].Overrides
 	records[set] = rec

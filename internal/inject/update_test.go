@@ -245,3 +245,28 @@ func TestUpdateInPlaceLeavesEditedSidecarsAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateInPlaceRefreshesThePinnedImagesRecord: an in-place update of a sidecar pinned to a
+// digest rewrites the pod's record of pinned images (sidecarset.io/images) with the new digest.
+func TestUpdateInPlaceRefreshesThePinnedImagesRecord(t *testing.T) {
+	d1, d2 := "sha256:"+strings.Repeat("1", 64), "sha256:"+strings.Repeat("2", 64)
+	a := webSet("a", corev1.Container{Name: "a", Image: "registry.example/a:1@" + d1})
+	res, err := inject.Apply(inject.Input{Pod: webPod(corev1.Container{Name: "app", Image: "app:1"}), Sets: compile(t, a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := res.Pod()
+	pod.ResourceVersion = "7"
+	if got := pod.Annotations[appsv1alpha1.ImagesAnnotation]; got != "a=registry.example/a:1@"+d1 {
+		t.Fatalf("injected record %q", got)
+	}
+	a.Spec.Containers[0].Image = "registry.example/a:2@" + d2
+	u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: compile(t, a)}, "a", nil)
+	if err != nil || len(u.Blocked) > 0 {
+		t.Fatalf("update: %v, blocked %q", err, u.Blocked)
+	}
+	updated := patchedPod(t, pod, u.Patch())
+	if got := updated.Annotations[appsv1alpha1.ImagesAnnotation]; got != "a=registry.example/a:2@"+d2 {
+		t.Errorf("record after the update %q; want a=registry.example/a:2@%s", got, d2)
+	}
+}

@@ -104,14 +104,24 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	return unroute(view.Metadata.Annotations, h.handle(ctx, req, &view))
 }
 
-// unroute removes the policy mode's routing mark from a pod let through unchanged (the engine
-// removes it from every pod it changes), so that no pod is stored with it.
+// unroute removes, from a pod let through unchanged (the engine handles every pod it changes),
+// the policy mode's routing mark, so that no pod is stored with it, and a record of pinned
+// sidecar images the pod's author wrote (sidecarset.io/images), which only the engine writes:
+// the pinned-images admission policy would hold the pod to it.
 func unroute(annotations map[string]string, resp admission.Response) admission.Response {
-	if _, ok := annotations[appsv1alpha1.WebhookRouteAnnotation]; !ok || !resp.Allowed || len(resp.Patches) > 0 {
+	if !resp.Allowed || len(resp.Patches) > 0 {
 		return resp
 	}
-	out := admission.Patched(resp.Result.Message, jsonpatch.Operation{Operation: "remove",
-		Path: "/metadata/annotations/" + strings.ReplaceAll(appsv1alpha1.WebhookRouteAnnotation, "/", "~1")})
+	var ops []jsonpatch.Operation
+	for _, key := range []string{appsv1alpha1.WebhookRouteAnnotation, appsv1alpha1.ImagesAnnotation} {
+		if _, ok := annotations[key]; ok {
+			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/annotations/" + strings.ReplaceAll(key, "/", "~1")})
+		}
+	}
+	if len(ops) == 0 {
+		return resp
+	}
+	out := admission.Patched(resp.Result.Message, ops...)
 	out.Warnings = resp.Warnings
 	return out
 }

@@ -882,12 +882,14 @@ func contains(s string, parts ...string) bool {
 }
 
 // TestPodInjectorRemovesTheRouteMark: a pod that policy mode's admission policies sent here
-// leaves without their mark, also when the webhook lets it through unchanged (no set selects it
-// any more, its namespace is never injected, it opted out); a denial stays a denial.
+// leaves without their mark, and without a record of pinned images its author wrote, also when
+// the webhook lets it through unchanged (no set selects it any more, its namespace is never
+// injected, it opted out); a denial stays a denial.
 func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 	marked := func(labels map[string]string, extra ...corev1.Container) *corev1.Pod {
 		pod := optedInPod("shop", labels, extra...)
 		pod.Annotations[appsv1alpha1.WebhookRouteAnnotation] = appsv1alpha1.WebhookRouteValue
+		pod.Annotations[appsv1alpha1.ImagesAnnotation] = "agent=registry.example/agent@sha256:" + strings.Repeat("f", 64)
 		return pod
 	}
 	notOptedIn := marked(nil)
@@ -914,6 +916,9 @@ func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 			got := decodePod(t, applyPatch(t, req, resp))
 			if _, ok := got.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
 				t.Errorf("the route mark stayed: annotations %v", got.Annotations)
+			}
+			if _, ok := got.Annotations[appsv1alpha1.ImagesAnnotation]; ok {
+				t.Errorf("the author's record of pinned images stayed: annotations %v", got.Annotations)
 			}
 			if got.Annotations["owner"] != "team-a" {
 				t.Errorf("the pod's own annotation was lost: %v", got.Annotations)

@@ -593,6 +593,11 @@ func helmChart(t *testing.T) {
 			t.Errorf("metrics.monitoring=false still renders %s", objectKey(obj))
 		}
 	}
+	for _, obj := range helmTemplate(t, operatorNamespace, "--set", "pinnedImagesPolicy=false") {
+		if strings.HasPrefix(obj.GetKind(), "ValidatingAdmissionPolicy") {
+			t.Errorf("pinnedImagesPolicy=false still renders %s", objectKey(obj))
+		}
+	}
 	root := repoRoot(t)
 	out, err := exec.Command(filepath.Join(root, "bin", "helm"), "template", "sidecarset", filepath.Join(root, "dist", "chart"),
 		"--set", "injection=Policy").CombinedOutput()
@@ -626,7 +631,7 @@ func helmChart(t *testing.T) {
 			}
 		}
 		if obj.GetKind() != "CustomResourceDefinition" && obj.GetKind() != "ClusterRole" && obj.GetKind() != "ClusterRoleBinding" &&
-			!strings.HasSuffix(obj.GetKind(), "WebhookConfiguration") && obj.GetNamespace() != ns {
+			!strings.HasSuffix(obj.GetKind(), "WebhookConfiguration") && !strings.HasPrefix(obj.GetKind(), "ValidatingAdmissionPolicy") && obj.GetNamespace() != ns {
 			t.Errorf("%s is not in the release namespace %s", objectKey(obj), ns)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
-	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
@@ -25,7 +24,8 @@ import (
 // ValidatingAdmissionPolicy (installed by the suite from config/default) refuses a pod whose
 // pinned sidecar a mutating webhook called after ours swapped for another image, naming the
 // container and the image it was injected with, and admits the same pods without that webhook;
-// every other pod of the suite, pinned or not, passes it.
+// a webhook that only rewrites the repository (a registry mirror) keeps the digest and
+// passes; every other pod of the suite, pinned or not, passes it.
 func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 	pinned := "registry.test/agent:1.0@sha256:" + strings.Repeat("a", 64)
 	set := builders.SidecarSet("it-final-state", builders.Selecting("final-state"),
@@ -37,6 +37,7 @@ func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 	// A webhook that swaps the agent's image, called after ours (configurations are called in
 	// name order) on pods labelled swap-sidecar.
 	swapped := "registry.test/agent:1.0-debug"
+	mirrored := "mirror.test/agent@sha256:" + strings.Repeat("a", 64) // the same digest from a mirror
 	cert, err := tls.LoadX509KeyPair(filepath.Join(hooks.LocalServingCertDir, "tls.crt"), filepath.Join(hooks.LocalServingCertDir, "tls.key"))
 	must(t, err)
 	ln, err := tls.Listen("tcp", net.JoinHostPort(hooks.LocalServingHost, "0"), &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
@@ -50,9 +51,13 @@ func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 		var pod corev1.Pod
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		if err := json.Unmarshal(review.Request.Object.Raw, &pod); err == nil {
+			to := swapped
+			if pod.Labels["swap-sidecar"] == "mirror" {
+				to = mirrored
+			}
 			for i, c := range pod.Spec.Containers {
 				if c.Name == "agent" {
-					patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/containers/%d/image","value":%q}]`, i, swapped)
+					patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/containers/%d/image","value":%q}]`, i, to)
 					resp.Patch, resp.PatchType = []byte(patch), ptr.To(admissionv1.PatchTypeJSONPatch)
 				}
 			}
@@ -70,7 +75,8 @@ func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 				URL: ptr.To("https://" + ln.Addr().String() + "/swap"), CABundle: hooks.LocalServingCAData},
 			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"swap-sidecar": "true"}},
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "swap-sidecar", Operator: metav1.LabelSelectorOpExists}}},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
@@ -79,17 +85,17 @@ func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 	must(t, k8s.Create(ctx, swapper))
 	t.Cleanup(func() { deleteIgnoreNotFound(t, swapper) })
 
-	pod := func(name string, swap bool) *corev1.Pod {
+	pod := func(name, swap string) *corev1.Pod {
 		p := appPod(ns, name, "final-state", true)
-		if swap {
-			p.Labels["swap-sidecar"] = "true"
+		if swap != "" {
+			p.Labels["swap-sidecar"] = swap
 		}
 		return p
 	}
 	// Both webhook configuration and policy take effect asynchronously: wait for the refusal.
 	var lastErr error
 	eventually(t, "the policy to refuse a pod whose pinned sidecar was swapped", func() (bool, string) {
-		p := pod("final-state-swapped", true)
+		p := pod("final-state-swapped", "true")
 		p.GenerateName, p.Name = p.Name+"-", ""
 		lastErr = k8s.Create(ctx, p)
 		if lastErr == nil {
@@ -103,12 +109,18 @@ func TestPinnedImagesPolicyRefusesASwappedSidecar(t *testing.T) {
 		}
 	}
 	// Without the swap, the pod is admitted, its sidecar pinned and recorded.
-	ok := pod("final-state-kept", false)
+	ok := pod("final-state-kept", "")
 	must(t, k8s.Create(ctx, ok))
 	if got := imageOf(ok, "agent"); got != pinned {
 		t.Errorf("pod without the swapping webhook has agent image %q; want %s", got, pinned)
 	}
-	if got := ok.Annotations[appsv1alpha1.ImagesAnnotation]; got != "agent="+inject.PinnedImage(pinned, "") {
+	if got := ok.Annotations[appsv1alpha1.ImagesAnnotation]; got != "agent="+pinned {
 		t.Errorf("%s = %q; want agent=%s", appsv1alpha1.ImagesAnnotation, got, pinned)
+	}
+	// A registry mirror rewriting the repository keeps the digest: admitted.
+	mirror := pod("final-state-mirrored", "mirror")
+	must(t, k8s.Create(ctx, mirror))
+	if got := imageOf(mirror, "agent"); got != mirrored {
+		t.Errorf("pod through the mirroring webhook has agent image %q; want %s", got, mirrored)
 	}
 }
