@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/images"
@@ -189,6 +191,14 @@ func TestBundles(t *testing.T) {
 		if err != nil || len(got) != 0 {
 			t.Errorf("referrers API %v: Bundles of the unsigned image = %d bundles, %v; want none", referrers, len(got), err)
 		}
+		// An artifact whose bundle cannot be read (its blob is missing), which anyone who may push
+		// can attach, is skipped and named; the signature is still found.
+		broken := brokenBundle(t, signed)
+		got, problems, err = r.Bundles(context.Background(), host+"/agent:1.0", signed.DigestStr(), authn.NewMultiKeychain())
+		if err != nil || len(got) != 1 || string(got[0]) != string(b) || len(problems) != 1 || !strings.Contains(problems[0], broken) {
+			t.Errorf("referrers API %v: with an unreadable artifact attached, Bundles = %d bundles, problems %q, %v; want the signature, and %s named",
+				referrers, len(got), problems, err, broken)
+		}
 		srv.Close()
 	}
 }
@@ -199,3 +209,30 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// brokenBundle attaches to subject a bundle artifact whose layer blob was never uploaded, and
+// returns the artifact's digest.
+func brokenBundle(t *testing.T, subject name.Digest) string {
+	t.Helper()
+	desc, err := remote.Head(subject)
+	must(t, err)
+	manifest, err := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": string(types.OCIManifestSchema1), "artifactType": sigstoretest.BundleMediaType,
+		"config": map[string]any{"mediaType": "application/vnd.oci.empty.v1+json",
+			"digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "size": 2},
+		"layers":  []any{map[string]any{"mediaType": sigstoretest.BundleMediaType, "digest": digestOf("never uploaded"), "size": 14}},
+		"subject": map[string]any{"mediaType": string(desc.MediaType), "digest": desc.Digest.String(), "size": desc.Size},
+	})
+	must(t, err)
+	d := digestOf(string(manifest))
+	must(t, remote.Put(subject.Context().Digest(d), rawManifest{raw: manifest, mediaType: types.OCIManifestSchema1}))
+	return d
+}
+
+type rawManifest struct {
+	raw       []byte
+	mediaType types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.raw, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mediaType, nil }
