@@ -76,10 +76,10 @@ vet: ## Run go vet (the end-to-end tests too).
 	go vet -tags e2e ./...
 
 .PHONY: verify
-verify: manifests generate chart api-docs ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
+verify: manifests generate chart argocd api-docs ## Regenerate everything and fail if a generated file, go.mod or formatting differs from the commit.
 	go mod tidy
 	@if [ -n "$$(git status --porcelain -- api config dist/chart docs/reference go.mod go.sum)" ]; then \
-		echo "Generated files are stale; run 'make manifests generate chart api-docs', 'go mod tidy' and commit:"; \
+		echo "Generated files are stale; run 'make manifests generate chart argocd api-docs', 'go mod tidy' and commit:"; \
 		git status --porcelain -- api config dist/chart docs/reference go.mod go.sum; git --no-pager diff --stat -- api config dist/chart docs/reference; exit 1; fi
 	@if [ -n "$$(gofmt -l $$(git ls-files '*.go'))" ]; then \
 		echo "Not gofmt-ed: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; fi
@@ -374,6 +374,10 @@ chart: manifests kustomize ## Generate the Helm chart dist/chart from config/def
 	$(KUSTOMIZE) build config/monitoring > $(LOCALBIN)/chart-monitoring.yaml
 	$(KUSTOMIZE) build config/local-node > $(LOCALBIN)/chart-local-node.yaml
 	$(KUSTOMIZE) build config/default | go run ./hack/devtool chart dist/chart $(VERSION) $(LOCALBIN)/chart-policy-mode.yaml $(LOCALBIN)/chart-monitoring.yaml $(LOCALBIN)/chart-local-node.yaml
+
+.PHONY: argocd
+argocd: manifests kustomize ## Write config/argocd/argocd-cm.yaml and argo-cd-values.yaml (Argo CD's SidecarSet health check and the webhooks' caBundle ignoreDifferences) from config/argocd/health.lua and config/default (committed; make verify checks it).
+	$(KUSTOMIZE) build config/default | go run ./hack/devtool argocd config/argocd
 
 .PHONY: golangci-lint
 golangci-lint: ## Build golangci-lint from the Go module proxy.

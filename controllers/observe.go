@@ -7,6 +7,8 @@ import (
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/eventcatalog"
 	"github.com/sidecarset/sidecarset-operator/internal/opmetrics"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
+	"github.com/sidecarset/sidecarset-operator/internal/tally"
 )
 
 // export sets the gauges of a set from the status it should have.
@@ -29,6 +31,23 @@ func export(m *opmetrics.Metrics, name string, st *appsv1alpha1.SidecarSetStatus
 func unexport(m *opmetrics.Metrics, name string) {
 	m.Pods.DeletePartialMatch(prometheus.Labels{"sidecarset": name})
 	m.Ready.DeleteLabelValues(name)
+	exportFootprints(m, name, nil)
+}
+
+// exportFootprints sets the resource gauges of a set from what its sidecars request and
+// limit in each namespace (tally.Footprints).
+func exportFootprints(m *opmetrics.Metrics, name string, byNamespace map[string]tally.Footprint) {
+	out := make(map[string]opmetrics.Footprint, len(byNamespace))
+	amounts := func(a rollout.Amounts) opmetrics.Amounts {
+		return opmetrics.Amounts{CPU: float64(a.CPU) / 1000, Memory: float64(a.Memory), EphemeralStorage: float64(a.EphemeralStorage)}
+	}
+	for ns, f := range byNamespace {
+		regular := func(all, native rollout.Amounts) rollout.Amounts { all.Add(native, -1); return all }
+		out[ns] = opmetrics.Footprint{Pods: f.Pods,
+			Requests: [2]opmetrics.Amounts{amounts(regular(f.Requests, f.NativeRequests)), amounts(f.NativeRequests)},
+			Limits:   [2]opmetrics.Amounts{amounts(regular(f.Limits, f.NativeLimits)), amounts(f.NativeLimits)}}
+	}
+	m.SetFootprints(name, out)
 }
 
 // recordStatusEvents records events on the SidecarSet for what changed in its status that its

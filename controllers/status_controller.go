@@ -150,6 +150,7 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 			return *set.Status.DeepCopy(), lookupErr
 		}
 		r.Pods.Tally.Forget(set.Name)
+		exportFootprints(r.Metrics, set.Name, nil)
 		if waiting != nil {
 			// status.updateRevision still names the last revision, should it be stored again.
 			st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation, UpdateRevision: set.Status.UpdateRevision}
@@ -162,6 +163,7 @@ func (r *StatusReconciler) compute(ctx context.Context, set *appsv1alpha1.Sideca
 	// it says so (Subscribe), and the set is reconciled again.
 	conflicts := r.Sets.Load().Conflicts[set.Name]
 	counts := r.Pods.Tally.Sync(compiled)
+	exportFootprints(r.Metrics, set.Name, r.Pods.Tally.Footprints(compiled))
 	var (
 		ro   *rollout.State
 		errs []error

@@ -113,7 +113,31 @@ type SidecarSetSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image policy"
 	ImagePolicy *ImagePolicy `json:"imagePolicy,omitempty"`
+
+	// PodResources says what happens to a Pod that sets pod-level resources (spec.resources,
+	// Kubernetes 1.34+) when this set's sidecars do not fit in them. Refuse (the default)
+	// refuses the Pod, naming the set and the field; the Pod's budget is its author's. Pad adds
+	// each injected sidecar's requests and limits (regular and native sidecars; plain init
+	// containers must fit as they are) to the pod-level requests and limits the Pod sets, and
+	// records what it added in the Pod's sidecarset.io/status annotation. Pad keeps the Pod's
+	// QoS class: in a Guaranteed Pod, cpu and memory requests and limits grow by the same
+	// amount (the larger of each sidecar's request and limit). It applies to Pods injected from
+	// then on and is not part of the injected content (no new hash, no rollout).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod-level resources"
+	PodResources PodResourcesPolicy `json:"podResources,omitempty"`
 }
+
+// PodResourcesPolicy says what injection does with a Pod's pod-level resources.
+// +kubebuilder:validation:Enum=Refuse;Pad
+type PodResourcesPolicy string
+
+const (
+	// PodResourcesRefuse refuses a Pod whose pod-level resources the sidecars do not fit in.
+	PodResourcesRefuse PodResourcesPolicy = "Refuse"
+	// PodResourcesPad adds the sidecars' requests and limits to the Pod's pod-level resources.
+	PodResourcesPad PodResourcesPolicy = "Pad"
+)
 
 // ImagePin says how a SidecarSet's images are named in the Pods it injects.
 // +kubebuilder:validation:Enum=Tag;Digest
@@ -767,6 +791,16 @@ type SidecarSetStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Pods not injected",xDescriptors="urn:alm:descriptor:text"
 	NotInjectedPods int32 `json:"notInjectedPods,omitempty"`
 
+	// SidecarResources is what this SidecarSet's sidecars request and limit (cpu, memory,
+	// ephemeral-storage), summed over the Pods it injected, as their specs say now (an
+	// in-place resize counts once the Pod's spec changes). Regular and native sidecars count;
+	// plain init containers, which end before the app starts, do not, and neither does a
+	// container the Pod brought itself under a sidecar's name. A sidecar without a limit adds
+	// nothing to limits. Absent while the set has injected no Pod that is not being deleted.
+	// The operator's sidecarset_sidecar_resource_* metrics give the same per namespace.
+	// +optional
+	SidecarResources *SidecarResources `json:"sidecarResources,omitempty"`
+
 	// UnavailablePods is the number of matched Pods that are not Ready, or whose kubelet does not
 	// yet run the images their spec names. A rolling update never takes a namespace's
 	// unavailable Pods beyond maxUnavailable.
@@ -920,6 +954,19 @@ type SidecarSetList struct {
 	Items           []SidecarSet `json:"items"`
 }
 
+// SidecarResources sums what a SidecarSet's sidecars request and limit over the Pods it
+// injected.
+type SidecarResources struct {
+	// Pods is the number of Pods counted: injected by this SidecarSet, not being deleted.
+	Pods int32 `json:"pods"`
+	// Requests sums the sidecars' requests.
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// Limits sums the sidecars' limits.
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+}
+
 // Condition types and reasons written to SidecarSet status.
 const (
 	// ConditionPaused is True while spec.injectionStrategy.paused stops injection.
@@ -973,6 +1020,18 @@ const (
 	// MutatingAdmissionPolicy is not in force (a pod created then may get no sidecar). Pods' own readiness is PodsReady's, not this: a set is ready when it does its
 	// part. Its observedGeneration says which spec it describes.
 	ConditionReady = "Ready"
+	// ConditionReconciling is kstatus's "abnormal-true" condition (what Flux and other
+	// kstatus readers wait on): True while Ready is False for a reason that clears without a
+	// person (a rolling update progressing, images being resolved or verified, a policy not yet
+	// in force), with Ready's reason and message; False otherwise, with Ready's reason. A
+	// paused set is not reconciling: it does what its spec says.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is kstatus's "abnormal-true" condition for a set that makes no progress
+	// until a person acts: True, with Ready's reason and message, while Ready says Invalid,
+	// StoppedByConflict, PodsNotUpdatable, RollingUpdateHalted, PolicyNameTaken, or
+	// ImagesNotVerified after a signature failed to verify; False otherwise, with Ready's
+	// reason.
+	ConditionStalled = "Stalled"
 )
 
 // RevisionPolicy says which new Pods get a pinned revision.

@@ -13,6 +13,8 @@
 //	                                            kustomize YAML on stdin (config/default) and in the files
 //	                                            POLICY (config/policy-mode), MONITORING (config/monitoring)
 //	                                            and LOCAL_NODE (config/local-node) -> a Helm chart in DIR
+//	devtool argocd DIR                          kustomize YAML on stdin (config/default) and DIR/health.lua -> Argo CD's
+//	                                            settings in DIR/argocd-cm.yaml and DIR/argo-cd-values.yaml
 //	devtool image BINARY OUT.tar NAME:TAG VER    a container image tarball holding BINARY as /manager, non-root
 //	devtool registry PORT DIR [AUTH_FILE]      an OCI registry on 127.0.0.1:PORT, blobs in DIR (the real node pulls from it);
 //	                                            with AUTH_FILE (user:password) pushes need those credentials
@@ -83,6 +85,12 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 			}
 		}
 		return writeChart(src, args[0], args[1])
+	case cmd == "argocd" && len(args) == 1:
+		in, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		return writeArgoCD(in, args[0])
 	case cmd == "image" && len(args) == 4:
 		return buildImage(args[0], args[1], args[2], args[3])
 	case cmd == "registry" && (len(args) == 2 || len(args) == 3):
@@ -141,7 +149,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 
 func usage() error {
 	return fmt.Errorf("usage: devtool free-ports N [ENV_FILE...] | install-manifests URL_BASE CA_FILE | " +
-		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY MONITORING LOCAL_NODE | image BINARY OUT.tar NAME:TAG VERSION | " +
+		"json-field PATH [DEFAULT] | names KIND RESOURCE | proxy PORT BACKENDS_FILE | chart DIR VERSION POLICY MONITORING LOCAL_NODE | argocd DIR | image BINARY OUT.tar NAME:TAG VERSION | " +
 		"registry PORT DIR [AUTH_FILE] | conflictcheck DIR[/...]|FILE... | push REF BINARY|IMAGE.tar [ARG|ENV=VALUE...]")
 }
 

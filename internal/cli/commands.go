@@ -33,13 +33,34 @@ func input(o *options, file string) (io.Reader, func(), error) {
 	return f, func() { _ = f.Close() }, nil
 }
 
-func readInput(o *options, file string) ([]Document, error) {
-	if file == "" {
+// readInput reads the objects -f names, in order: standard input, a file, or the files of a
+// directory (inputFiles), one stream of documents each of which names its file.
+func readInput(o *options, f fileFlags) ([]Document, error) {
+	if f.file == "" {
 		return nil, usageError("-f FILE (or - for standard input) is required")
 	}
-	if file == "-" && o.sidecarSets == "-" {
+	if f.file == "-" && o.sidecarSets == "-" {
 		return nil, usageError("-f and --sidecarsets cannot both read standard input")
 	}
+	files := []string{f.file}
+	if f.file != "-" {
+		var err error
+		if files, err = inputFiles(f.file, f.recursive); err != nil {
+			return nil, &exitError{code: ExitRefused, err: err}
+		}
+	}
+	var docs []Document
+	for _, file := range files {
+		more, err := readFile(o, file)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, more...)
+	}
+	return docs, nil
+}
+
+func readFile(o *options, file string) ([]Document, error) {
 	r, done, err := input(o, file)
 	if err != nil {
 		return nil, err
@@ -53,10 +74,10 @@ func readInput(o *options, file string) ([]Document, error) {
 }
 
 func newInjectCommand(o *options) *cobra.Command {
-	var file string
+	var in fileFlags
 	var quiet bool
 	cmd := &cobra.Command{
-		Use:   "inject -f FILE|-",
+		Use:   "inject -f FILE|DIR|-",
 		Short: "Print the manifests as the pod webhook would inject them",
 		Long: `inject prints the objects of FILE with the pods they describe injected exactly as the pod webhook
 would inject them at creation: Pods, and the pod templates of ` + SupportedKinds + `.
@@ -66,13 +87,19 @@ SidecarSets, namespaces and LimitRanges come from the cluster; or SidecarSets fr
 --sidecarsets FILE, namespace labels from --namespace-labels and LimitRanges from the
 LimitRange objects of FILE (then no cluster is needed).
 
+FILE may be a directory: its .yaml, .yml and .json files are read in lexical order (with -R,
+those of the directories under it too) and printed as one stream in that order; - reads
+standard input, such as the output of kustomize build (documents, Lists, comments).
+
 What happened to each pod, and the webhook's warnings, go to standard error. A pod the webhook
 refuses is an error: nothing is printed and the exit code is ` + strconv.Itoa(ExitRefused) + `.`,
 		Example: `  kubectl sidecarset inject -f deploy.yaml | kubectl apply -f -
-  kubectl sidecarset inject -f deploy.yaml --sidecarsets sidecarsets.yaml --namespace-labels team=shop`,
+  kubectl sidecarset inject -f deploy.yaml --sidecarsets sidecarsets.yaml --namespace-labels team=shop
+  kustomize build overlays/prod | kubectl sidecarset inject -f - --sidecarsets sets.yaml
+  kubectl sidecarset inject -R -f manifests/ --sidecarsets sets.yaml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs, err := readInput(o, file)
+			docs, err := readInput(o, in)
 			if err != nil {
 				return err
 			}
@@ -97,16 +124,16 @@ refuses is an error: nothing is printed and the exit code is ` + strconv.Itoa(Ex
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "file with the objects to inject (YAML or JSON, - for standard input)")
+	in.add(cmd, "the objects to inject")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not report what happened to each pod on standard error")
 	addSetFlags(cmd, o)
 	return cmd
 }
 
 func newExplainCommand(o *options) *cobra.Command {
-	var file string
+	var in fileFlags
 	cmd := &cobra.Command{
-		Use:   "explain (pod NAME | -f FILE|-)",
+		Use:   "explain (pod NAME | -f FILE|DIR|-)",
 		Short: "Say what every SidecarSet does to a pod, and why",
 		Long: `explain lists every SidecarSet with its verdict on a pod and the reason: it injects; the pod is not
 opted in; the namespace is excluded or opted out; the selector or namespaceSelector does not
@@ -118,7 +145,7 @@ verdict is printed and the exit code is ` + strconv.Itoa(ExitRefused) + `.`,
 		Example: `  kubectl sidecarset explain pod web-7d9c6b-x2x4q -n shop
   kubectl sidecarset explain -f deploy.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pods, docs, err := explainInput(cmd.Context(), o, file, args)
+			pods, docs, err := explainInput(cmd.Context(), o, in, args)
 			if err != nil {
 				return err
 			}
@@ -136,7 +163,7 @@ verdict is printed and the exit code is ` + strconv.Itoa(ExitRefused) + `.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "explain the pods of this file (YAML or JSON, - for standard input)")
+	in.add(cmd, "explain the pods of these objects")
 	addSetFlags(cmd, o)
 	return cmd
 }
@@ -182,12 +209,12 @@ type namedPod struct {
 
 // explainInput reads the pods to explain: `pod NAME` from the cluster, or -f, read as inject
 // reads it (eachPod); docs are the documents of -f.
-func explainInput(ctx context.Context, o *options, file string, args []string) (pods []namedPod, docs []Document, err error) {
+func explainInput(ctx context.Context, o *options, in fileFlags, args []string) (pods []namedPod, docs []Document, err error) {
 	switch {
-	case file != "" && len(args) > 0:
+	case in.file != "" && len(args) > 0:
 		return nil, nil, usageError("give either pod NAME or -f FILE, not both")
-	case file != "":
-		if docs, err = readInput(o, file); err != nil {
+	case in.file != "":
+		if docs, err = readInput(o, in); err != nil {
 			return nil, nil, err
 		}
 		err = eachPod(docs, o.namespace(), func(p *PodOf, source string) error {
@@ -203,7 +230,7 @@ func explainInput(ctx context.Context, o *options, file string, args []string) (
 			return nil, nil, &exitError{code: ExitRefused, err: err}
 		}
 		if len(pods) == 0 {
-			return nil, nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no pod and no workload (%s)", file, SupportedKinds)}
+			return nil, nil, &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no pod and no workload (%s)", in.file, SupportedKinds)}
 		}
 		return pods, docs, nil
 	case len(args) == 2 && (args[0] == "pod" || args[0] == "pods" || args[0] == "po"):
@@ -311,12 +338,33 @@ func printStatus(out io.Writer, set *appsv1alpha1.SidecarSet) error {
 	fmt.Fprintf(w, "Update strategy:\t%s\n", strategy)
 	fmt.Fprintf(w, "Pods:\tmatched %d, updated %d, ready %d, updated and ready %d, unavailable %d, excluded %d\n",
 		st.MatchedPods, st.UpdatedPods, st.ReadyPods, st.UpdatedReadyPods, st.UnavailablePods, st.ExcludedPods)
+	fmt.Fprintf(w, "Sidecar resources:\t%s\n", sidecarResources(st.SidecarResources))
 	fmt.Fprintln(w, "Conditions:")
 	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tMESSAGE")
 	for _, c := range st.Conditions {
 		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
 	return w.Flush()
+}
+
+// sidecarResources says what the set's sidecars request and limit in the pods it injected.
+func sidecarResources(r *appsv1alpha1.SidecarResources) string {
+	if r == nil {
+		return "<none> (no pod injected)"
+	}
+	list := func(l corev1.ResourceList) string {
+		var parts []string
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+			if q, ok := l[name]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", name, q.String()))
+			}
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("requests %s; limits %s (in %d pods)", list(r.Requests), list(r.Limits), r.Pods)
 }
 
 func orNone(s string) string {

@@ -20,9 +20,9 @@ import (
 const kruiseAPIVersion = "apps.kruise.io/v1alpha1"
 
 func newConvertCommand(o *options) *cobra.Command {
-	var file string
+	var in fileFlags
 	cmd := &cobra.Command{
-		Use:   "convert -f FILE|-",
+		Use:   "convert -f FILE|DIR|-",
 		Short: "Turn OpenKruise SidecarSets (apps.kruise.io/v1alpha1) into this operator's",
 		Long: `convert reads OpenKruise SidecarSets (` + kruiseAPIVersion + `) and prints the same sets as
 apps.sidecarset.io/v1alpha1 SidecarSets, with OpenKruise's defaults made explicit where ours
@@ -35,7 +35,7 @@ docs/kruise.md has the field-by-field table.`,
 		Example: `  kubectl sidecarset convert -f kruise-sidecarsets.yaml > sidecarsets.yaml`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs, err := readInput(o, file)
+			docs, err := readInput(o, in)
 			if err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ docs/kruise.md has the field-by-field table.`,
 				return &exitError{code: ExitRefused, err: errors.New(strings.Join(refused, "\n"))}
 			}
 			if sets == 0 {
-				return &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no OpenKruise SidecarSet (%s)", file, kruiseAPIVersion)}
+				return &exitError{code: ExitRefused, err: fmt.Errorf("%s holds no OpenKruise SidecarSet (%s)", in.file, kruiseAPIVersion)}
 			}
 			var p printers.YAMLPrinter
 			for _, obj := range out {
@@ -75,7 +75,7 @@ docs/kruise.md has the field-by-field table.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "file with the OpenKruise SidecarSets (YAML or JSON, - for standard input)")
+	in.add(cmd, "the OpenKruise SidecarSets")
 	return cmd
 }
 

@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +19,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*/golden from the plugin's output instead of comparing")
 
 // TestGolden runs the plugin on each case under testdata (a directory with an args file, run
-// from that directory) and compares the exit code, standard output and standard error with the
-// case's golden file.
+// from that directory, with the case's stdin.yaml, if any, on standard input) and compares the
+// exit code, standard output and standard error with the case's golden file.
 func TestGolden(t *testing.T) {
 	cases, err := filepath.Glob("testdata/*/args")
 	if err != nil || len(cases) == 0 {
@@ -32,7 +34,11 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Chdir(dir)
-			code, stdout, stderr := runPlugin(t, strings.Fields(string(raw)), "")
+			stdin, err := os.ReadFile("stdin.yaml")
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runPlugin(t, strings.Fields(string(raw)), string(stdin))
 			got := fmt.Sprintf("exit code %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
 			compareGolden(t, "golden", got)
 		})

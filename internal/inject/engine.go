@@ -67,6 +67,13 @@ func Apply(in Input) (*Result, error) {
 	b.allowed = in.AllowedAnnotations
 	b.limitRanges, b.bounds = limitRangesOf(in.LimitRanges)
 	b.stripAnnotations(old, mergedKeys(old, in.setByName))
+	kept := func(name string) bool {
+		set, ok := in.setByName(name)
+		return ok && set.Set.Spec.InjectionStrategy.Paused && set.Match(pod.Labels, in.NamespaceLabels) == Matched
+	}
+	if err := b.unpad(old, kept); err != nil {
+		return nil, err
+	}
 	// Sets take their turns in name order, so every set's entries land in the same place
 	// whether it injects now or keeps what it injected earlier.
 	for _, set := range in.Sets {
@@ -152,7 +159,12 @@ type builder struct {
 	copies          map[string]*Copies // rendered container name -> its entries copied from app containers
 	addedContainers bool               // something went into spec.containers
 	ownResourcesFit *bool              // the pod's own containers fit in its pod-level resources; nil: not computed yet
-	warnings        []string
+	// podResources are the pod-level resources as injection leaves them so far: the Pod's,
+	// less what earlier injections padded for the sidecars removed now, plus what Pad sets add.
+	podResources *corev1.ResourceRequirements
+	// ownResources are the Pod's own pod-level resources: podResources before any Pad set.
+	ownResources *corev1.ResourceRequirements
+	warnings     []string
 
 	allowed         *KeyAllowList         // annotation keys sets may patch
 	annotations     map[string]string     // the Pod's annotations as injection leaves them
@@ -174,6 +186,8 @@ func (p *placement) add(c corev1.Container, before bool) {
 func newBuilder(pod *corev1.Pod, old Records) *builder {
 	b := &builder{
 		pod:            pod,
+		podResources:   pod.Spec.Resources,
+		ownResources:   pod.Spec.Resources,
 		strip:          ownedBy(old),
 		volumeOwner:    map[string]string{},
 		containerOwner: map[string]string{},
@@ -189,7 +203,7 @@ func newBuilder(pod *corev1.Pod, old Records) *builder {
 // keep puts back what a paused set injected earlier, exactly as the Pod has it, and returns
 // its record reduced to what the Pod still has.
 func (b *builder) keep(set string, rec Record) Record {
-	out := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: b.keepAnnotations(set, rec), Overrides: rec.Overrides}
+	out := Record{Hash: rec.Hash, NotShared: rec.NotShared, Annotations: b.keepAnnotations(set, rec), Overrides: rec.Overrides, Padded: rec.Padded}
 	out.Containers = b.keepContainers(set, rec.Containers, b.pod.Spec.Containers, b.strip.containers, &b.containers)
 	out.InitContainers = b.keepContainers(set, rec.InitContainers, b.pod.Spec.InitContainers, b.strip.initContainers, &b.initContainers)
 	for _, name := range rec.Volumes {
@@ -260,6 +274,9 @@ func (b *builder) inject(set *CompiledSet) (Record, error) {
 	}
 	rec.Volumes = vols
 	rec.ImagePullSecrets = b.addPullSecrets(spec.ImagePullSecrets)
+	if err := b.padFor(set, &rec); err != nil {
+		return Record{}, err
+	}
 	if err := b.checkPodResources(set, rec); err != nil {
 		return Record{}, err
 	}

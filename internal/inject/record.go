@@ -35,6 +35,10 @@ type Record struct {
 	// by annotation, as injection applied them. They are the set's content for this Pod: an
 	// in-place update keeps them, whatever the annotations say by then.
 	Overrides map[string]string `json:"overrides,omitempty"`
+	// Padded is what the set added to the Pod's pod-level resources (podResources: Pad). An
+	// injection that replaces the set's sidecars takes back what the sidecars it removes
+	// padded, computed from them: the amounts here are for people, never read back.
+	Padded *corev1.ResourceRequirements `json:"padded,omitempty"`
 }
 
 // Records maps SidecarSet names to what they injected.
@@ -435,7 +439,9 @@ func trustRecord(rec Record, set *CompiledSet, allowed *KeyAllowList) (Record, [
 		}
 		return kept
 	}
-	trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared}
+	// Padded only says that the set padded the pod-level resources: what to take back is
+	// computed from the sidecars (unpad), never read from it.
+	trusted := Record{Hash: rec.Hash, NotShared: rec.NotShared, Padded: rec.Padded.DeepCopy()}
 	trusted.Containers = keep("container", rec.Containers, containerNames(spec.Containers))
 	trusted.InitContainers = keep("init container", rec.InitContainers, containerNames(spec.InitContainers))
 	trusted.Volumes = keep("volume", rec.Volumes, volumeNames(spec.Volumes))

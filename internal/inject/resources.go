@@ -20,7 +20,7 @@ import (
 // added up with the namespace's LimitRange defaults, which LimitRanger gives them before the
 // API server validates the pod: a sidecar that declares nothing still gets a default limit.
 func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
-	if b.pod.Spec.Resources == nil || (!set.DeclaresResources && len(b.limitRanges) == 0) || len(rec.Containers)+len(rec.InitContainers) == 0 {
+	if b.podResources == nil || (!set.DeclaresResources && len(b.limitRanges) == 0) || len(rec.Containers)+len(rec.InitContainers) == 0 {
 		return nil // the common case: nothing to add up
 	}
 	if b.ownResourcesFit == nil {
@@ -54,7 +54,7 @@ func (b *builder) checkPodResources(set *CompiledSet, rec Record) error {
 	}
 	return &RefusedError{Reason: ReasonPodResources, SidecarSet: set.Name(), Field: field, Detail: fmt.Sprintf(
 		"with this SidecarSet's sidecars the pod's containers no longer fit in the pod-level resources the pod sets (%s): raise the pod's spec.resources, or lower the sidecars' requests and limits%s",
-		cause.Error(), defaultedRequestsHint(b.pod.Spec.Resources, cause.Field))}
+		cause.Error(), defaultedRequestsHint(b.podResources, cause.Field))}
 }
 
 // defaultedRequestsHint explains a pod-level request the pod may never have written: where a
@@ -78,7 +78,10 @@ func defaultedRequestsHint(podLevel *corev1.ResourceRequirements, field string) 
 // containers, with the sidecars placed so far when withSidecars; of each container only what
 // the pod's totals read (name, resources, restart policy), shared with the pod, not copied.
 func (b *builder) resourcesSoFar(withSidecars bool) *corev1.Pod {
-	pod := &corev1.Pod{Spec: corev1.PodSpec{Resources: b.pod.Spec.Resources, OS: b.pod.Spec.OS}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Resources: b.ownResources, OS: b.pod.Spec.OS}}
+	if withSidecars {
+		pod.Spec.Resources = b.podResources
+	}
 	var inits, containers []corev1.Container
 	for i := range b.pod.Spec.InitContainers {
 		if c := &b.pod.Spec.InitContainers[i]; !b.strip.initContainers.Has(c.Name) {

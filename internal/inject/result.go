@@ -8,6 +8,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -36,6 +37,9 @@ type Result struct {
 	annotations                map[string]*string // key -> new value; nil value removes it
 	owners                     map[string]string  // injected container name -> set
 	copies                     map[string]*Copies // injected container name -> entries copied from app containers
+	// podResources are the Pod's pod-level resources after padding (podResources: Pad); nil
+	// when injection leaves them as they are.
+	podResources *corev1.ResourceRequirements
 }
 
 // slot is one entry of a list after injection: an entry of the original list (orig >= 0) or a
@@ -175,6 +179,9 @@ func (b *builder) finish(res *Result) {
 	res.pullSecrets = newListEdit(pod.Spec.ImagePullSecrets, func(r *corev1.LocalObjectReference) string { return r.Name }, b.strip.pullSecrets,
 		nil, b.pullSecrets, func(a, b *corev1.LocalObjectReference) bool { return *a == *b })
 
+	if b.podResources != pod.Spec.Resources && !equality.Semantic.DeepEqual(b.podResources, pod.Spec.Resources) {
+		res.podResources = b.podResources
+	}
 	res.annotations = map[string]*string{}
 	b.annotationEdits(res.annotations)
 	old, had := pod.Annotations[appsv1alpha1.StatusAnnotation]
@@ -203,7 +210,7 @@ func containerName(c *corev1.Container) string { return c.Name }
 
 // Changed reports whether the Pod needs any change.
 func (r *Result) Changed() bool {
-	return !r.containers.noop || !r.initContainers.noop || !r.volumes.noop || !r.pullSecrets.noop || len(r.annotations) > 0
+	return !r.containers.noop || !r.initContainers.noop || !r.volumes.noop || !r.pullSecrets.noop || len(r.annotations) > 0 || r.podResources != nil
 }
 
 // Pod returns a copy of the input Pod with the injection applied. The input is not modified.
@@ -213,6 +220,9 @@ func (r *Result) Pod() *corev1.Pod {
 	pod.Spec.InitContainers = deepCopied(r.initContainers.items(), (*corev1.Container).DeepCopy)
 	pod.Spec.Volumes = deepCopied(r.volumes.items(), (*corev1.Volume).DeepCopy)
 	pod.Spec.ImagePullSecrets = deepCopied(r.pullSecrets.items(), func(l *corev1.LocalObjectReference) *corev1.LocalObjectReference { c := *l; return &c })
+	if r.podResources != nil {
+		pod.Spec.Resources = r.podResources.DeepCopy()
+	}
 	for k, v := range r.annotations {
 		if v == nil {
 			delete(pod.Annotations, k)
@@ -278,7 +288,33 @@ func (r *Result) patch(container func(*corev1.Container) any) []jsonpatch.Operat
 	ops = append(ops, r.containers.ops("/spec/containers", container)...)
 	ops = append(ops, r.volumes.ops("/spec/volumes", nil)...)
 	ops = append(ops, r.pullSecrets.ops("/spec/imagePullSecrets", nil)...)
+	ops = append(ops, r.podResourcesOps()...)
 	return append(ops, r.annotationOps()...)
+}
+
+// podResourcesOps set the padded pod-level requests and limits one by one, so that the rest of
+// spec.resources (fields this binary may not know) stays as admitted.
+func (r *Result) podResourcesOps() []jsonpatch.Operation {
+	if r.podResources == nil {
+		return nil
+	}
+	var ops []jsonpatch.Operation
+	for _, l := range []struct {
+		path     string
+		was, now corev1.ResourceList
+	}{{"/spec/resources/requests", r.pod.Spec.Resources.Requests, r.podResources.Requests},
+		{"/spec/resources/limits", r.pod.Spec.Resources.Limits, r.podResources.Limits}} {
+		if len(l.was) == 0 && len(l.now) > 0 {
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: l.path, Value: l.now})
+			continue
+		}
+		for _, name := range sets.List(sets.KeySet(l.now)) {
+			if q, now := l.was[name], l.now[name]; q.Cmp(now) != 0 {
+				ops = append(ops, jsonpatch.Operation{Operation: "add", Path: l.path + "/" + escapeJSONPointer(string(name)), Value: now.String()})
+			}
+		}
+	}
+	return ops
 }
 
 func (r *Result) annotationOps() []jsonpatch.Operation {

@@ -5,6 +5,7 @@ package opmetrics
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -22,6 +23,67 @@ type Metrics struct {
 	Pods *prometheus.GaugeVec
 	// Ready: 1 when a SidecarSet's Ready condition is True (the leader's).
 	Ready *prometheus.GaugeVec
+	// SidecarRequests and SidecarLimits: what each SidecarSet's sidecars request and limit, per
+	// namespace, as status.sidecarResources sums them (the leader's).
+	SidecarRequests, SidecarLimits *prometheus.GaugeVec
+	// SidecarPods: the pods those figures are summed over, per namespace (the leader's).
+	SidecarPods *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// footprinted: set -> the namespaces SetFootprints last exported for it.
+	footprinted map[string][]string
+}
+
+// Footprint is what a set's sidecars request and limit in one namespace: cpu in cores, memory
+// and ephemeral storage in bytes, over Pods pods.
+type Footprint struct {
+	Pods int32
+	// Regular and native sidecars apart.
+	Requests, Limits [2]Amounts
+}
+
+// The values of the sidecar label, indexing Footprint's arrays.
+var sidecarKinds = [2]string{"regular", "native"}
+
+// Amounts are cpu in cores, memory and ephemeral storage in bytes.
+type Amounts struct{ CPU, Memory, EphemeralStorage float64 }
+
+// SetFootprints sets a set's resource gauges to byNamespace, and drops the series of the
+// namespaces it named last time and not now (nil drops them all). Live series are never
+// dropped and set again, so a scrape never misses one.
+func (m *Metrics) SetFootprints(set string, byNamespace map[string]Footprint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ns := range m.footprinted[set] {
+		if _, live := byNamespace[ns]; !live {
+			for _, g := range []*prometheus.GaugeVec{m.SidecarRequests, m.SidecarLimits, m.SidecarPods} {
+				g.DeletePartialMatch(prometheus.Labels{"sidecarset": set, "namespace": ns})
+			}
+		}
+	}
+	if len(byNamespace) == 0 {
+		delete(m.footprinted, set)
+		return
+	}
+	namespaces := make([]string, 0, len(byNamespace))
+	for ns, f := range byNamespace {
+		namespaces = append(namespaces, ns)
+		m.SidecarPods.WithLabelValues(set, ns).Set(float64(f.Pods))
+		for _, v := range []struct {
+			g *prometheus.GaugeVec
+			a [2]Amounts
+		}{{m.SidecarRequests, f.Requests}, {m.SidecarLimits, f.Limits}} {
+			for i, kind := range sidecarKinds {
+				v.g.WithLabelValues(set, ns, kind, "cpu", "core").Set(v.a[i].CPU)
+				v.g.WithLabelValues(set, ns, kind, "memory", "byte").Set(v.a[i].Memory)
+				v.g.WithLabelValues(set, ns, kind, "ephemeral_storage", "byte").Set(v.a[i].EphemeralStorage)
+			}
+		}
+	}
+	if m.footprinted == nil {
+		m.footprinted = map[string][]string{}
+	}
+	m.footprinted[set] = namespaces
 }
 
 // New builds the metrics and registers them with reg (controller-runtime's registry, served on
@@ -53,7 +115,28 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 when the SidecarSet's Ready condition is True, 0 otherwise; exported by the leader.",
 		}, []string{"sidecarset"}),
 	}
-	for _, c := range []prometheus.Collector{m.Admissions, m.Decisions, m.Evictions, m.Pods, m.Ready} {
+	// The resource metrics take kube-state-metrics' shape (kube_pod_container_resource_requests:
+	// resource, unit, values in cores and bytes), so a cost query joins them by namespace.
+	// They carry no pod label: a series per namespace and set, however many pods. The sidecar
+	// label keeps native sidecars (init containers that run for the pod's life) apart: cost
+	// tools that read only app containers' requests miss those.
+	for _, v := range []struct {
+		to   **prometheus.GaugeVec
+		name string
+		what string
+	}{{&m.SidecarRequests, "sidecarset_sidecar_resource_requests", "request"}, {&m.SidecarLimits, "sidecarset_sidecar_resource_limits", "limit"}} {
+		*v.to = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: v.name,
+			Help: "What each SidecarSet's sidecars " + v.what + " in total in the pods it injected, per namespace, sidecar kind " +
+				"(regular: containers; native: init containers with restartPolicy Always) and resource (cpu in cores, memory and " +
+				"ephemeral_storage in bytes; unit says which); exported by the leader.",
+		}, []string{"sidecarset", "namespace", "sidecar", "resource", "unit"})
+	}
+	m.SidecarPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sidecarset_sidecar_pods",
+		Help: "The pods each SidecarSet injected, not being deleted, per namespace: what sidecarset_sidecar_resource_* sum over; exported by the leader.",
+	}, []string{"sidecarset", "namespace"})
+	for _, c := range []prometheus.Collector{m.Admissions, m.Decisions, m.Evictions, m.Pods, m.Ready, m.SidecarRequests, m.SidecarLimits, m.SidecarPods} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the operator's metrics: %w", err)
 		}

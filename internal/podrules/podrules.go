@@ -152,3 +152,25 @@ func resourceView(prefix string, list []corev1.Container) []corev1.Container {
 func HostPortKey(p corev1.ContainerPort) string {
 	return fmt.Sprintf("%s/%s/%d", p.Protocol, p.HostIP, p.HostPort)
 }
+
+// PodLevelDefaulted returns the Pod's pod-level resources as the API server stores them: after
+// Kubernetes 1.37's defaulting from its containers (missing requests from theirs in all, or
+// from the pod-level limits; missing limits from theirs where every container sets one). Nil
+// when the Pod sets none. pod is not modified.
+func PodLevelDefaulted(pod *corev1.Pod) (*corev1.ResourceRequirements, error) {
+	if pod.Spec.Resources == nil {
+		return nil, nil
+	}
+	view := &corev1.Pod{Spec: corev1.PodSpec{Containers: resourceView("container", pod.Spec.Containers),
+		InitContainers: resourceView("init", pod.Spec.InitContainers), Resources: pod.Spec.Resources.DeepCopy()}}
+	internal, err := toInternal(Defaulted(view))
+	if err != nil {
+		return nil, err
+	}
+	podutil.DefaultPodLevelResources(internal)
+	var out corev1.ResourceRequirements
+	if err := k8sv1.Convert_core_ResourceRequirements_To_v1_ResourceRequirements(internal.Spec.Resources, &out, nil); err != nil {
+		return nil, fmt.Errorf("converting pod-level resources from the API server's internal form: %w", err)
+	}
+	return &out, nil
+}

@@ -539,8 +539,9 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 	if term, ok := portsTaken(spec); ok {
 		terms = append(terms, term)
 	}
-	if declaresResources(spec) {
-		// The engine adds the pod's containers' resources up against its pod-level ones.
+	if declaresResources(spec) || spec.PodResources == appsv1alpha1.PodResourcesPad {
+		// The engine adds the pod's containers' resources up against its pod-level ones, and
+		// pads them for the sidecars (podResources: Pad).
 		terms = append(terms, "has(object.spec.resources)")
 	}
 	return strings.Join(terms, " || ")

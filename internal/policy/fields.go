@@ -53,6 +53,9 @@ var SpecFields = map[string]FieldRule{
 	"revisionHistoryLimit": {Form: FormNotAdmission},
 	// The digests are compiled into the containers' images (inject.Compile), which are hashed.
 	"imagePolicy": {Form: FormCEL},
+	// Pad: the policy routes a pod that sets pod-level resources to the webhook, which pads
+	// them; a pod without any needs nothing of it.
+	"podResources": {Form: FormCEL, ReadsPod: true},
 }
 
 // SidecarFields are the rules of SidecarContainer's own fields, by JSON name; the embedded

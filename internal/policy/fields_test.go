@@ -45,6 +45,7 @@ func TestEveryFieldIsClassified(t *testing.T) {
 		"injectionStrategy":    func(s *appsv1alpha1.SidecarSetSpec) { s.InjectionStrategy.Paused = true },
 		"updateStrategy":       func(s *appsv1alpha1.SidecarSetSpec) { s.UpdateStrategy.MaxUnavailable = ptr.To(intstr.FromInt32(2)) },
 		"revisionHistoryLimit": func(s *appsv1alpha1.SidecarSetSpec) { s.RevisionHistoryLimit = ptr.To[int32](3) },
+		"podResources":         func(s *appsv1alpha1.SidecarSetSpec) { s.PodResources = appsv1alpha1.PodResourcesPad },
 		// The spec alone: the digests live in status.images, and pin the images at compile time.
 		"imagePolicy": func(s *appsv1alpha1.SidecarSetSpec) {
 			s.ImagePolicy = &appsv1alpha1.ImagePolicy{Pin: appsv1alpha1.ImagePinDigest}

@@ -43,6 +43,9 @@ type PodState struct {
 	// PodResizePending condition with reason Infeasible, or PodResizeInProgress with reason
 	// Error); empty otherwise.
 	ResizeRefused string
+	// Footprint is what the set's sidecars in the Pod request and limit (footprintOf); zero for a
+	// Pod the set has not injected, or one it excludes.
+	Footprint Footprint
 }
 
 // Available reports whether the Pod counts as available: Ready, not being deleted, and
@@ -85,6 +88,12 @@ func Classify(set *inject.CompiledSet, pod *corev1.Pod, namespaceLabels func(str
 	s.Injected, s.Updated, s.Ready = injected, injected && hash == set.Hash, PodReady(pod)
 	if s.Updated && len(own) > 0 {
 		s.Updated, s.OwnCopies = false, strings.Join(own, ", ")
+	}
+	if injected {
+		if hash != set.Hash {
+			own = inject.UnlistedSidecars(pod.Annotations, set)
+		}
+		s.Footprint = footprintOf(set, pod, own)
 	}
 	s.RunsDeclaredImages = !injected || runsDeclaredImages(set, pod)
 	s.Settled, s.SidecarsReady = sidecarsSettled(set, pod)

@@ -56,21 +56,17 @@ func WithImages(conditions *[]metav1.Condition, previous []metav1.Condition, set
 		case lastRevision != "":
 			meanwhile = "new matching pods get revision " + lastRevision + " (" + last + ") until then"
 		}
-		reason, readyReason := ImagesResolving, ReadyResolvingImages
+		reason, ready := ImagesResolving, readyResolvingImages
 		switch {
 		case waiting.Failed():
-			reason, readyReason = ImagesVerificationFailed, ReadyImagesNotVerified
+			reason, ready = ImagesVerificationFailed, readyImagesVerificationFailed
 		case len(waiting.Images) == 0:
-			reason, readyReason = ImagesVerifying, ReadyImagesNotVerified
+			reason, ready = ImagesVerifying, readyImagesVerifying
 		}
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, capped(waiting.Error())+"; "+meanwhile
 		keepTransition(&cond, previous)
 		meta.SetStatusCondition(conditions, cond)
-		ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: readyReason,
-			ObservedGeneration: set.Generation, LastTransitionTime: now, Message: cond.Message}
-		keepTransition(&ready, previous)
-		meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionReady)
-		meta.SetStatusCondition(conditions, ready)
+		setReady(conditions, previous, ready, cond.Message, set.Generation, now)
 		return
 	}
 	var pinned, moved []string

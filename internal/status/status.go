@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -26,6 +27,9 @@ type Counts struct {
 	// counts the Pods in Ready whose kubelet does not yet run the images their spec names:
 	// PodsReady does not count them. None of the three is a status field.
 	Restarting, Stopping, ReadyRestarting int32
+	// Footprint sums what the set's sidecars request and limit in the Pods it injected, being
+	// deleted or excluded ones left out (status.sidecarResources).
+	Footprint rollout.Footprint
 }
 
 // Scope is the engine's gate scope (inject.Scope): the namespaces never injected by name.
@@ -60,6 +64,7 @@ func (c *Counts) add(s rollout.PodState, d int32) {
 		return
 	}
 	c.Matched += d
+	c.Footprint.Add(s.Footprint, int64(d))
 	if s.Updated {
 		c.Updated += d
 	}
@@ -103,6 +108,7 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 		UnavailablePods:    counts.Unavailable,
 		NotInjectedPods:    counts.NotInjected,
 		Hash:               set.Hash,
+		SidecarResources:   SidecarResources(counts.Matched-counts.NotInjected, counts.Footprint),
 	}
 	for i := range old {
 		st.Conditions = append(st.Conditions, *old[i].DeepCopy())
@@ -114,19 +120,52 @@ func Compute(set *inject.CompiledSet, counts Counts, conflicts []snapshot.Confli
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionConflict)
 	}
 	conds := conditions(set, counts, conflicts)
+	var rolling *metav1.Condition
 	if set.Set.Spec.UpdateStrategy.Type == appsv1alpha1.RollingUpdate {
-		rolling := rollingCondition(set, counts, ro)
-		conds = append(conds, rolling, readyCondition(set, conflicts, &rolling))
+		c := rollingCondition(set, counts, ro)
+		conds, rolling = append(conds, c), &c
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, appsv1alpha1.ConditionRollingUpdate)
-		conds = append(conds, readyCondition(set, conflicts, nil))
 	}
 	for _, c := range conds {
 		c.ObservedGeneration = gen
 		c.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	r, msg := readyAnswer(set, conflicts, rolling)
+	setReady(&st.Conditions, old, r, msg, gen, now)
 	return st
+}
+
+// SidecarResources is the status form of what a set's sidecars request and limit in pods Pods;
+// nil for none. Quantities are in their canonical form (cpu in cores or millicores, memory and
+// ephemeral storage in binary units where they divide evenly), so equal footprints give equal
+// statuses.
+func SidecarResources(pods int32, f rollout.Footprint) *appsv1alpha1.SidecarResources {
+	if pods <= 0 {
+		return nil
+	}
+	return &appsv1alpha1.SidecarResources{Pods: pods, Requests: ResourceList(f.Requests), Limits: ResourceList(f.Limits)}
+}
+
+// ResourceList is a's non-zero amounts as a ResourceList; nil when all are zero.
+func ResourceList(a rollout.Amounts) corev1.ResourceList {
+	var l corev1.ResourceList
+	for _, r := range [...]struct {
+		name corev1.ResourceName
+		q    *resource.Quantity
+	}{{corev1.ResourceCPU, resource.NewMilliQuantity(a.CPU, resource.DecimalSI)},
+		{corev1.ResourceMemory, resource.NewQuantity(a.Memory, resource.BinarySI)},
+		{corev1.ResourceEphemeralStorage, resource.NewQuantity(a.EphemeralStorage, resource.BinarySI)}} {
+		if r.q.IsZero() {
+			continue
+		}
+		if l == nil {
+			l = corev1.ResourceList{}
+		}
+		l[r.name] = *r.q
+	}
+	return l
 }
 
 // Invalid returns the status of a SidecarSet that cannot be compiled: no counts (it selects
@@ -145,7 +184,8 @@ func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alp
 	}
 	st := appsv1alpha1.SidecarSetStatus{ObservedGeneration: set.Generation}
 	for i := range set.Status.Conditions {
-		if t := set.Status.Conditions[i].Type; t == appsv1alpha1.ConditionInvalid || t == appsv1alpha1.ConditionReady {
+		switch set.Status.Conditions[i].Type {
+		case appsv1alpha1.ConditionInvalid, appsv1alpha1.ConditionReady, appsv1alpha1.ConditionReconciling, appsv1alpha1.ConditionStalled:
 			st.Conditions = append(st.Conditions, *set.Status.Conditions[i].DeepCopy())
 		}
 	}
@@ -154,11 +194,8 @@ func Invalid(set *appsv1alpha1.SidecarSet, err error, now metav1.Time) appsv1alp
 		Message: reason + "; it injects nothing until the spec is fixed", ObservedGeneration: set.Generation,
 		LastTransitionTime: now,
 	})
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Invalid",
-		Message: "The SidecarSet is invalid and injects nothing; see the Invalid condition", ObservedGeneration: set.Generation,
-		LastTransitionTime: now,
-	})
+	setReady(&st.Conditions, set.Status.Conditions, readyInvalid,
+		"The SidecarSet is invalid and injects nothing; see the Invalid condition", set.Generation, now)
 	return st
 }
 
@@ -390,32 +427,23 @@ func namedList(names []string) string {
 	return out
 }
 
-// readyCondition summarises a compiled set's conditions (see appsv1alpha1.ConditionReady).
-func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, rolling *metav1.Condition) metav1.Condition {
-	ready := metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Injecting",
-		Message: "The SidecarSet is valid and injects new matching pods"}
-	if set.Set.Spec.InjectionStrategy.Paused {
-		ready.Reason, ready.Message = "InjectionPaused", "The SidecarSet is valid; injection is paused by spec.injectionStrategy.paused"
-	}
+// readyAnswer is Ready's answer for a compiled set, and its message (see
+// appsv1alpha1.ConditionReady); rolling is its RollingUpdate condition, nil for other strategies.
+func readyAnswer(set *inject.CompiledSet, conflicts []snapshot.Conflict, rolling *metav1.Condition) (readiness, string) {
 	for _, c := range conflicts {
 		if c.Stopped {
-			ready.Status, ready.Reason = metav1.ConditionFalse, "StoppedByConflict"
-			ready.Message = fmt.Sprintf("The SidecarSet injects nothing while it conflicts with the older SidecarSet %q; see the Conflict condition", c.With)
-			return ready
+			return readyStoppedByConflict, fmt.Sprintf("The SidecarSet injects nothing while it conflicts with the older SidecarSet %q; see the Conflict condition", c.With)
 		}
 	}
 	if rolling != nil {
-		switch rolling.Reason {
-		case "Progressing", "Paused", "PodsNotUpdatable", rollout.HaltedReason:
-			reason := rolling.Reason
-			if reason != "PodsNotUpdatable" {
-				reason = "RollingUpdate" + reason
-			}
-			ready.Status, ready.Reason = metav1.ConditionFalse, reason
-			ready.Message = "Running pods are not all updated: " + rolling.Message
+		if r, ok := readyByRollingReason[rolling.Reason]; ok {
+			return r, "Running pods are not all updated: " + rolling.Message
 		}
 	}
-	return ready
+	if set.Set.Spec.InjectionStrategy.Paused {
+		return readyInjectionPaused, "The SidecarSet is valid; injection is paused by spec.injectionStrategy.paused"
+	}
+	return readyInjecting, "The SidecarSet is valid and injects new matching pods"
 }
 
 // WithPolicy sets the set's PolicyCompiled condition (policy mode) into conditions and makes
@@ -423,22 +451,21 @@ func readyCondition(set *inject.CompiledSet, conflicts []snapshot.Conflict, roll
 // written: until then a pod created may get no sidecar, and Ready means that the next
 // matching pod gets them, in both modes. A policy that routes the set's pods to the webhook
 // (Unsupported) leaves Ready as it is: the webhook injects them.
-// previous are the conditions the status held, whose Ready keeps its transition time while
-// it stays False.
+// previous are the conditions the status held, whose Ready (and Reconciling and Stalled, set
+// with it) keeps its transition time while its status stays.
 func WithPolicy(conditions *[]metav1.Condition, previous []metav1.Condition, policy metav1.Condition) {
 	meta.SetStatusCondition(conditions, policy)
 	ready := meta.FindStatusCondition(*conditions, appsv1alpha1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionTrue || policy.Status == metav1.ConditionTrue || policy.Reason == "Unsupported" {
 		return
 	}
-	since := policy.LastTransitionTime
-	if was := meta.FindStatusCondition(previous, appsv1alpha1.ConditionReady); was != nil && was.Status == metav1.ConditionFalse {
-		since = was.LastTransitionTime
+	// NameTaken waits for a person; any other reason for the policy to be in force.
+	r := readyPolicyPending
+	if policy.Reason == "NameTaken" {
+		r = readyPolicyNameTaken
 	}
-	meta.RemoveStatusCondition(conditions, appsv1alpha1.ConditionReady)
-	meta.SetStatusCondition(conditions, metav1.Condition{Type: appsv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: "Policy" + policy.Reason, ObservedGeneration: ready.ObservedGeneration, LastTransitionTime: since,
-		Message: "New matching pods may be created without the sidecars: " + policy.Message})
+	setReady(conditions, previous, r, "New matching pods may be created without the sidecars: "+policy.Message,
+		ready.ObservedGeneration, policy.LastTransitionTime)
 }
 
 // InProgress reports whether the rollout is in progress, for the operator's upgrade gate: it

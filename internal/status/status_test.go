@@ -181,6 +181,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPodsUpdated: {"All 4 matched pods"}},
 	}, {
@@ -191,6 +193,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "AllPodsUpdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "InjectionPaused", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "InjectionPaused", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "InjectionPaused", now),
 		},
 		messages: map[string][]string{appsv1alpha1.ConditionPaused: {"spec.injectionStrategy.paused"}},
 	}, {
@@ -201,6 +205,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionFalse, "PodsOutdated", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionFalse, "PodsNotReady", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"2 of 5 matched pods", "rollout restart"},
@@ -213,6 +219,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)"},
@@ -225,6 +233,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"sidecarset.io/inject=true", "spec.selector (app=demo)", "spec.namespaceSelector (team=shop)"},
@@ -237,6 +247,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsUpdated, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "NoMatchedPods", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionPodsUpdated: {"2 selected pods are in such excluded namespaces (status.excludedPods)", "sidecarset.io/injection=disabled"},
@@ -251,6 +263,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionFalse, "PodsNotReady", now),
 			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "StoppedByConflict", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionFalse, "StoppedByConflict", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "StoppedByConflict", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionTrue, "StoppedByConflict", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionConflict: {`injects nothing while it conflicts with the older SidecarSet "mesh"`, `spec.containers[0].name: Invalid value: "proxy": clash`},
@@ -268,6 +282,8 @@ func TestComputeConditions(t *testing.T) {
 			cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now),
 			cond(appsv1alpha1.ConditionConflict, metav1.ConditionTrue, "ConflictWithNewer", now),
 			cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),
+			cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+			cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 		},
 		messages: map[string][]string{
 			appsv1alpha1.ConditionConflict: {`the newer SidecarSet "a-new" conflicts with this one and injects nothing until the conflict is resolved (spec.volumes[0].name: x); the newer SidecarSet "b-new"`},
@@ -286,7 +302,8 @@ func TestComputeConditions(t *testing.T) {
 				}
 			}
 			want := appsv1alpha1.SidecarSetStatus{ObservedGeneration: 3, MatchedPods: tt.counts.Matched, ExcludedPods: tt.counts.Excluded, UpdatedPods: tt.counts.Updated,
-				ReadyPods: tt.counts.Ready, UpdatedReadyPods: tt.counts.UpdatedReady, Hash: tt.set.Hash, Conditions: st.Conditions}
+				ReadyPods: tt.counts.Ready, UpdatedReadyPods: tt.counts.UpdatedReady, Hash: tt.set.Hash, Conditions: st.Conditions,
+				SidecarResources: SidecarResources(tt.counts.Matched-tt.counts.NotInjected, tt.counts.Footprint)}
 			if !equality.Semantic.DeepEqual(st, want) {
 				t.Errorf("status (-want +got):\n%s", diff.Diff(want, st))
 			}
@@ -321,6 +338,8 @@ func TestComputeTransitions(t *testing.T) {
 			LastTransitionTime: then},
 		cond(appsv1alpha1.ConditionPodsReady, metav1.ConditionTrue, "AllPodsReady", now), // new
 		cond(appsv1alpha1.ConditionReady, metav1.ConditionTrue, "Injecting", now),        // new
+		cond(appsv1alpha1.ConditionReconciling, metav1.ConditionFalse, "Injecting", now),
+		cond(appsv1alpha1.ConditionStalled, metav1.ConditionFalse, "Injecting", now),
 	})
 	if c := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionPaused); c == nil || c.Message == "m" {
 		t.Errorf("Paused message not refreshed: %q", messageOf(c))
@@ -428,8 +447,11 @@ func TestInvalid(t *testing.T) {
 	set.Generation = 4
 	set.Status.MatchedPods = 3
 	st := Invalid(set, fmt.Errorf("spec.selector: bad operator"), now)
-	if st.MatchedPods != 0 || st.ObservedGeneration != 4 || len(st.Conditions) != 2 {
+	if st.MatchedPods != 0 || st.ObservedGeneration != 4 || len(st.Conditions) != 4 {
 		t.Fatalf("status = %+v", st)
+	}
+	if s := meta.FindStatusCondition(st.Conditions, appsv1alpha1.ConditionStalled); s == nil || s.Status != metav1.ConditionTrue || s.Reason != "Invalid" {
+		t.Errorf("Stalled = %+v, want True (Invalid)", s)
 	}
 	got := st.Conditions[0]
 	if got.Type != appsv1alpha1.ConditionInvalid || got.Status != metav1.ConditionTrue || got.ObservedGeneration != 4 ||

@@ -42,6 +42,37 @@ type setTally struct {
 	version  version
 	counts   status.Counts
 	selected map[*entry]struct{}
+	// footprints: namespace -> what the set's sidecars request and limit there, kept like
+	// counts (a namespace goes when none of its Pods adds anything).
+	footprints map[string]*Footprint
+}
+
+// Footprint is what a set's sidecars request and limit in one namespace, and in how many Pods.
+type Footprint struct {
+	Pods int32
+	rollout.Footprint
+}
+
+// add counts a selected Pod's state; sign -1 takes it back.
+func (st *setTally) add(namespace string, s rollout.PodState, sign int32) {
+	if sign > 0 {
+		st.counts.Add(s)
+	} else {
+		st.counts.Remove(s)
+	}
+	if s.Terminating || s.Excluded || !s.Injected {
+		return
+	}
+	f := st.footprints[namespace]
+	if f == nil {
+		f = &Footprint{}
+		st.footprints[namespace] = f
+	}
+	f.Pods += sign
+	f.Add(s.Footprint, int64(sign))
+	if f.Pods == 0 {
+		delete(st.footprints, namespace)
+	}
 }
 
 // version identifies a compiled spec: counts taken against one stay valid until it changes.
@@ -93,7 +124,7 @@ func (t *Tally) DeletePod(namespace, name string) []string {
 	var changed []string
 	for set, s := range e.in {
 		if st := t.sets[set]; st != nil {
-			st.counts.Remove(s)
+			st.add(namespace, s, -1)
 			delete(st.selected, e)
 			changed = append(changed, set)
 		}
@@ -151,12 +182,12 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 		changed := was != selected || old != s
 		if changed {
 			if was {
-				st.counts.Remove(old)
+				st.add(e.pod.Namespace, old, -1)
 				delete(e.in, name)
 				delete(st.selected, e)
 			}
 			if selected {
-				st.counts.Add(s)
+				st.add(e.pod.Namespace, s, 1)
 				if e.in == nil {
 					e.in = map[string]rollout.PodState{}
 				}
@@ -207,7 +238,7 @@ func (t *Tally) sync(c *inject.CompiledSet) *setTally {
 			delete(e.in, name)
 		}
 	}
-	st = &setTally{compiled: c, version: v, selected: map[*entry]struct{}{}}
+	st = &setTally{compiled: c, version: v, selected: map[*entry]struct{}{}, footprints: map[string]*Footprint{}}
 	t.sets[name] = st
 	for _, byName := range t.pods {
 		for _, e := range byName {
@@ -216,7 +247,7 @@ func (t *Tally) sync(c *inject.CompiledSet) *setTally {
 				continue
 			}
 			s.Pod = nil
-			st.counts.Add(s)
+			st.add(e.pod.Namespace, s, 1)
 			if e.in == nil {
 				e.in = map[string]rollout.PodState{}
 			}
@@ -239,6 +270,19 @@ func (t *Tally) Selected(c *inject.CompiledSet) ([]*corev1.Pod, func(string) map
 		labels[e.pod.Namespace] = t.namespaces[e.pod.Namespace]
 	}
 	return pods, func(ns string) map[string]string { return labels[ns] }
+}
+
+// Footprints syncs the set like Sync and returns what its sidecars request and limit in each
+// namespace where it injected Pods (a copy).
+func (t *Tally) Footprints(c *inject.CompiledSet) map[string]Footprint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.sync(c)
+	out := make(map[string]Footprint, len(st.footprints))
+	for ns, f := range st.footprints {
+		out[ns] = *f
+	}
+	return out
 }
 
 // Forget drops a deleted set.

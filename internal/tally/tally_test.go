@@ -14,6 +14,7 @@ import (
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/rollout"
 	"github.com/sidecarset/sidecarset-operator/internal/status"
 )
 
@@ -37,6 +38,23 @@ var (
 func (w *world) recount(c *inject.CompiledSet) status.Counts {
 	pods := slices.Collect(maps.Values(w.pods))
 	return status.Count(c, pods, func(ns string) map[string]string { return w.namespaces[ns] }, testScope)
+}
+
+// recountFootprints sums what the set's sidecars request and limit per namespace over every
+// Pod, as status.Count sums them in total.
+func (w *world) recountFootprints(c *inject.CompiledSet) map[string]Footprint {
+	out := map[string]Footprint{}
+	for _, pod := range w.pods {
+		s, selected := rollout.Classify(c, pod, func(ns string) map[string]string { return w.namespaces[ns] }, testScope)
+		if !selected || s.Terminating || s.Excluded || !s.Injected {
+			continue
+		}
+		f := out[pod.Namespace]
+		f.Pods++
+		f.Add(s.Footprint, 1)
+		out[pod.Namespace] = f
+	}
+	return out
 }
 
 // randomSet is a SidecarSet with a random selector, namespace selector, image and strategy.
@@ -97,6 +115,11 @@ func (w *world) randomPod(namespace, name string) *corev1.Pod {
 		case 1:
 			recs[name] = inject.Record{Hash: "0000000000000000", Containers: []string{name}}
 		}
+		// The sidecar's container, with random requests and limits (some of the pods carry
+		// none: the record can name a container the pod does not have).
+		if w.rng.IntN(4) > 0 {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: name, Resources: w.randomResources()})
+		}
 		if w.rng.IntN(2) == 0 {
 			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses,
 				corev1.ContainerStatus{Name: name, Image: fmt.Sprintf("registry.example/%s:%d", name, w.rng.IntN(2))})
@@ -106,6 +129,25 @@ func (w *world) randomPod(namespace, name string) *corev1.Pod {
 		pod.Annotations = map[string]string{appsv1alpha1.StatusAnnotation: recs.Encode()}
 	}
 	return pod
+}
+
+// randomResources are random cpu, memory and ephemeral-storage requests and limits, each
+// present or not.
+func (w *world) randomResources() corev1.ResourceRequirements {
+	list := func() corev1.ResourceList {
+		l := corev1.ResourceList{}
+		if w.rng.IntN(3) > 0 {
+			l[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(w.rng.IntN(2000)), resource.DecimalSI)
+		}
+		if w.rng.IntN(3) > 0 {
+			l[corev1.ResourceMemory] = *resource.NewQuantity(int64(w.rng.IntN(1<<30)), resource.BinarySI)
+		}
+		if w.rng.IntN(3) == 0 {
+			l[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(w.rng.IntN(1<<32)), resource.BinarySI)
+		}
+		return l
+	}
+	return corev1.ResourceRequirements{Requests: list(), Limits: list()}
 }
 
 func (w *world) randomNamespaceLabels() map[string]string {
@@ -184,6 +226,9 @@ func TestTallyMatchesRecount(t *testing.T) {
 					got, want := tl.Sync(c), w.recount(c)
 					if got != want {
 						t.Fatalf("step %d (%s): %s counts %+v, a full recount gives %+v", step, what, name, got, want)
+					}
+					if got, want := tl.Footprints(c), w.recountFootprints(c); !maps.Equal(got, want) {
+						t.Fatalf("step %d (%s): %s footprints %+v, a full recount gives %+v", step, what, name, got, want)
 					}
 					if !synced && got != counted[name] && !slices.Contains(changed, name) {
 						t.Fatalf("step %d (%s): %s counts went from %+v to %+v but it was not named for a reconcile (named %v)",

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -182,4 +183,100 @@ func TestPodLimitsOnlyOnEitherSideOfDefaulting(t *testing.T) {
 	if req := got.Spec.Resources.Requests[corev1.ResourceCPU]; req.Cmp(resource.MustParse("600m")) != 0 {
 		t.Errorf("the pod-level CPU request is %s, want 600m (the app's 400m and the sidecar's 200m, filled in after injection)", req.String())
 	}
+}
+
+// TestPaddedPodsKeepTheirQoSClass: with podResources: Pad, pods whose pod-level budget the
+// sidecars (a regular one and a native one) do not fit in are admitted under the production
+// admission chain (a LimitRange gives the sidecars memory) with the budget grown by what the
+// record says, and the API server gives each the QoS class it gives the same pod without
+// sidecars; a Pod-type LimitRange maximum that the padded budget exceeds refuses the pod,
+// naming the set.
+func TestPaddedPodsKeepTheirQoSClass(t *testing.T) {
+	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
+	// Where the LimitRange gives the app container a memory request, a pod that sets only
+	// limits is Burstable: the Guaranteed-by-default case needs a namespace without one.
+	ns, bare := limitRangeNamespace(t), newNamespace(t, nil)
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	set := podBudgetSet("padding", "padded")
+	set.Spec.PodResources = appsv1alpha1.PodResourcesPad
+	set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
+		Name: "mesh-init-proxy", Image: "registry.example/proxy:1.22", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Resources: corev1.ResourceRequirements{Requests: list("cpu", "50m"), Limits: list("cpu", "100m")},
+	}}}
+	createSet(t, set)
+	for i, tc := range []struct {
+		name  string
+		ns    string
+		level corev1.ResourceRequirements
+		app   corev1.ResourceList // the app container's requests
+		want  corev1.PodQOSClass
+	}{
+		{"guaranteed", ns, corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi"), Limits: list("cpu", "1", "memory", "1Gi")}, nil, corev1.PodQOSGuaranteed},
+		{"guaranteed, requests left to default", bare, corev1.ResourceRequirements{Limits: list("cpu", "1", "memory", "1Gi")}, nil, corev1.PodQOSGuaranteed},
+		{"burstable", ns, corev1.ResourceRequirements{Requests: list("cpu", "300m", "memory", "200Mi"), Limits: list("memory", "1Gi")},
+			list("cpu", "300m"), corev1.PodQOSBurstable},
+		{"burstable, limits only", ns, corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "1Gi")}, list("cpu", "500m"), corev1.PodQOSBurstable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := appPod(tc.ns, fmt.Sprintf("padded-%d", i), "padded", true)
+			pod.Spec.Resources = tc.level.DeepCopy()
+			pod.Spec.Containers[0].Resources.Requests = tc.app
+			plain := pod.DeepCopy()
+			plain.Name += "-plain"
+			delete(plain.Labels, appsv1alpha1.InjectLabel)
+			must(t, k8s.Create(ctx, plain))
+			if plain.Status.QOSClass != tc.want {
+				t.Fatalf("the pod without sidecars is %s, want %s: the case is wrong", plain.Status.QOSClass, tc.want)
+			}
+			must(t, k8s.Create(ctx, pod))
+			if len(pod.Spec.Containers) != 2 || len(pod.Spec.InitContainers) != 1 {
+				t.Fatalf("not injected: %v", containerNames(pod.Spec.Containers))
+			}
+			if pod.Status.QOSClass != plain.Status.QOSClass {
+				t.Errorf("padded pod is %s, the same pod without sidecars %s; budget %v", pod.Status.QOSClass, plain.Status.QOSClass, pod.Spec.Resources)
+			}
+			recs, err := inject.ParseRecords(pod.Annotations)
+			must(t, err)
+			padded := recs[set.Name].Padded
+			if padded == nil {
+				t.Fatalf("the record says nothing was padded: %+v", recs[set.Name])
+			}
+			// What the record says was added is the difference, where the pod set the field.
+			for _, l := range []struct {
+				kind          string
+				before, after corev1.ResourceList
+				added, stored corev1.ResourceList
+			}{{"requests", tc.level.Requests, pod.Spec.Resources.Requests, padded.Requests, plain.Spec.Resources.Requests},
+				{"limits", tc.level.Limits, pod.Spec.Resources.Limits, padded.Limits, plain.Spec.Resources.Limits}} {
+				for name, was := range l.before {
+					sum := was.DeepCopy()
+					sum.Add(l.added[name])
+					if got := l.after[name]; got.Cmp(sum) != 0 {
+						added := l.added[name]
+						t.Errorf("%s[%s] = %s, want %s + the recorded %s", l.kind, name, got.String(), was.String(), added.String())
+					}
+				}
+			}
+		})
+	}
+
+	// A Pod maximum the padded budget exceeds: refused, naming the set.
+	must(t, k8s.Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-max"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypePod, Max: list("cpu", "1100m")}}}}))
+	eventually(t, "the Pod maximum to refuse the padded pod, naming the set", func() (bool, string) {
+		pod := appPod(ns, "padded-over", "padded", true)
+		pod.Spec.Resources = &corev1.ResourceRequirements{Requests: list("cpu", "1"), Limits: list("cpu", "1")}
+		err := k8s.Create(ctx, pod)
+		if err == nil {
+			must(t, k8s.Delete(ctx, pod))
+		}
+		return err != nil && contains(err.Error(), `SidecarSet "padding"`), fmt.Sprint(err)
+	})
 }

@@ -98,6 +98,11 @@ var routedCases = map[string]string{
 
 	"pod-resources-exceeded": "the pod sets pod-level resources and a sidecar declares resources",
 	"pod-resources-fit":      "the pod sets pod-level resources and a sidecar declares resources",
+
+	"pod-resources-pad-burstable":      "the pod sets pod-level resources and the set pads them",
+	"pod-resources-pad-guaranteed":     "the pod sets pod-level resources and the set pads them",
+	"pod-resources-pad-init-container": "the pod sets pod-level resources and the set pads them",
+	"pod-resources-pad-limits-only":    "the pod sets pod-level resources and the set pads them",
 }
 
 // outcome is what creating a pod gives: the pod stored, or the refusal.

@@ -1,0 +1,115 @@
+package inject_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	"k8s.io/utils/ptr"
+
+	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
+	"github.com/sidecarset/sidecarset-operator/internal/podrules"
+)
+
+// storedQOS is the QoS class the API server gives a pod: its pod-level resources as stored
+// (defaulted from its containers), read by Kubernetes' own QoS code.
+func storedQOS(t *testing.T, pod *corev1.Pod) corev1.PodQOSClass {
+	t.Helper()
+	stored, err := podrules.PodLevelDefaulted(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pod.DeepCopy()
+	p.Spec.Resources = stored
+	return qos.ComputePodQOS(p)
+}
+
+// TestPaddingKeepsTheQoSClass: under podResources: Pad, every pod-level budget shape (Guaranteed
+// written out or by default, Burstable by requests or by limits, ephemeral storage) keeps its
+// QoS class whatever its sidecars (regular or native; requests, limits, both or neither), the
+// padded pod passes the API server's pod-level checks, and injecting the injected pod again
+// changes nothing.
+func TestPaddingKeepsTheQoSClass(t *testing.T) {
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	budgets := []struct {
+		name  string
+		level corev1.ResourceRequirements
+		app   corev1.ResourceRequirements
+		want  corev1.PodQOSClass
+	}{
+		{"guaranteed", corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi"), Limits: list("cpu", "1", "memory", "1Gi")},
+			corev1.ResourceRequirements{}, corev1.PodQOSGuaranteed},
+		{"guaranteed by default", corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "2Gi")}, corev1.ResourceRequirements{}, corev1.PodQOSGuaranteed},
+		{"burstable by requests", corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi")},
+			corev1.ResourceRequirements{Requests: list("cpu", "500m")}, corev1.PodQOSBurstable},
+		{"burstable by limits", corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "2Gi")},
+			corev1.ResourceRequirements{Requests: list("cpu", "500m", "memory", "256Mi")}, corev1.PodQOSBurstable},
+		{"memory only", corev1.ResourceRequirements{Requests: list("memory", "1Gi"), Limits: list("memory", "1Gi")},
+			corev1.ResourceRequirements{}, corev1.PodQOSBurstable},
+		{"guaranteed, the app's own requests", corev1.ResourceRequirements{Limits: list("cpu", "1", "memory", "1Gi")},
+			corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi")}, corev1.PodQOSGuaranteed},
+	}
+	sidecars := []struct {
+		name      string
+		resources corev1.ResourceRequirements
+	}{
+		{"requests", corev1.ResourceRequirements{Requests: list("cpu", "100m", "memory", "64Mi", "ephemeral-storage", "100Mi")}},
+		{"limits", corev1.ResourceRequirements{Limits: list("cpu", "200m", "memory", "128Mi")}},
+		{"both", corev1.ResourceRequirements{Requests: list("cpu", "100m", "memory", "64Mi"), Limits: list("cpu", "300m", "memory", "128Mi")}},
+		{"neither", corev1.ResourceRequirements{}},
+	}
+	for _, b := range budgets {
+		for _, sc := range sidecars {
+			for _, native := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/native=%v", b.name, sc.name, native), func(t *testing.T) {
+					container := appsv1alpha1.SidecarContainer{Container: corev1.Container{Name: "agent", Image: "registry.example/agent:1", Resources: sc.resources}}
+					set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Spec: appsv1alpha1.SidecarSetSpec{
+						PodResources: appsv1alpha1.PodResourcesPad,
+						Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}},
+					}}
+					if native {
+						container.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+						set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{container}
+					} else {
+						set.Spec.Containers = []appsv1alpha1.SidecarContainer{container}
+					}
+					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "shop",
+						Labels: map[string]string{"app": "shop", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}},
+						Spec: corev1.PodSpec{Resources: b.level.DeepCopy(), Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: b.app}}}}
+					if got, errs := storedQOS(t, pod), podrules.PodResourceErrors(pod); got != b.want || len(errs) > 0 {
+						t.Fatalf("the pod without sidecars is %s (%v), want %s and valid: the case is wrong", got, errs, b.want)
+					}
+					sets := compile(t, set)
+					res, err := inject.Apply(inject.Input{Pod: pod, Sets: sets})
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					injected := res.Pod()
+					if got := storedQOS(t, injected); got != b.want {
+						t.Errorf("padded pod is %s, want %s\nbudget %v\nsidecars %v", got, b.want, injected.Spec.Resources, sc.resources)
+					}
+					if errs := podrules.PodResourceErrors(injected); len(errs) > 0 {
+						t.Errorf("the padded pod breaks the API server's pod-level checks: %v\nbudget %v", errs, injected.Spec.Resources)
+					}
+					again, err := inject.Apply(inject.Input{Pod: injected, Sets: sets})
+					if err != nil {
+						t.Fatalf("injecting the injected pod again: %v", err)
+					}
+					if again.Changed() {
+						t.Errorf("injecting the injected pod again changed it: %v", again.Patch())
+					}
+				})
+			}
+		}
+	}
+}
