@@ -370,6 +370,10 @@ func (r *RolloutReconciler) updatePod(ctx context.Context, c *inject.CompiledSet
 	// the resourceVersion the resize left.
 	if ops := u.ResizePatch(); ops != nil {
 		if why, err := r.patchOrRefusal(ctx, &pod, ops, "in-place resize", func(p client.Patch) error { return r.Client.SubResource("resize").Patch(ctx, &pod, p) }); why != "" || err != nil {
+			if why != "" && u.PodResources != nil {
+				why += "; the pod's pod-level resources were padded for its sidecars (podResources: Pad) and change with them, which needs " +
+					"Kubernetes 1.36 or later with the feature gate InPlacePodLevelResourcesVerticalScaling: recreate the pod (updateStrategy.recreate: Evict does)"
+			}
 			r.notUpdatable(&pod, c, why)
 			return "", rollout.Refusal{Why: why}, err
 		}

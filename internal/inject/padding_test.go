@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
@@ -110,6 +111,61 @@ func TestPaddingKeepsTheQoSClass(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestUpdateInPlaceRepadsThePodLevelResources: when a padding set's sidecar requests and
+// limits change, the in-place resize carries the pod's pod-level resources padded for the new
+// ones (the pod's own budget plus the new padding: what injecting the original pod with the new
+// set gives), for Guaranteed and Burstable pods, and the record follows; the updated pod
+// injected again changes nothing.
+func TestUpdateInPlaceRepadsThePodLevelResources(t *testing.T) {
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	for _, level := range []corev1.ResourceRequirements{
+		{Requests: list("cpu", "1", "memory", "1Gi"), Limits: list("cpu", "1", "memory", "1Gi")},
+		{Requests: list("cpu", "500m", "memory", "512Mi"), Limits: list("memory", "1Gi")},
+	} {
+		set := func(cpu, memory string) *appsv1alpha1.SidecarSet {
+			s := webSet("agent", corev1.Container{Name: "agent", Image: "registry.example/agent:1",
+				Resources: corev1.ResourceRequirements{Requests: list("cpu", cpu, "memory", memory), Limits: list("memory", memory)}})
+			s.Spec.PodResources = appsv1alpha1.PodResourcesPad
+			return s
+		}
+		original := webPod(corev1.Container{Name: "app", Image: "app:1"})
+		original.Spec.Resources = level.DeepCopy()
+		res, err := inject.Apply(inject.Input{Pod: original, Sets: compile(t, set("100m", "64Mi"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := res.Pod()
+		pod.ResourceVersion = "7"
+		newer := compile(t, set("300m", "128Mi"))
+		u, err := inject.UpdateInPlace(inject.Input{Pod: pod, Sets: newer}, "agent", nil)
+		if err != nil || len(u.Blocked) > 0 {
+			t.Fatalf("update: %v, blocked %q", err, u.Blocked)
+		}
+		fresh, err := inject.Apply(inject.Input{Pod: original, Sets: newer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fresh.Pod()
+		if u.PodResources == nil || !equality.Semantic.DeepEqual(u.PodResources, want.Spec.Resources) {
+			t.Errorf("budget %v: the resize sets pod-level resources %v, want %v", level, u.PodResources, want.Spec.Resources)
+		}
+		updated := patchedPod(t, patchedPod(t, pod, u.ResizePatch()), u.Patch())
+		if got, wantRec := updated.Annotations[appsv1alpha1.StatusAnnotation], want.Annotations[appsv1alpha1.StatusAnnotation]; got != wantRec {
+			t.Errorf("record after the update %s, want %s", got, wantRec)
+		}
+		again, err := inject.Apply(inject.Input{Pod: updated, Sets: newer})
+		if err != nil || again.Changed() {
+			t.Errorf("injecting the updated pod again: %v, changes %v", err, again.Patch())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
@@ -29,6 +30,11 @@ type InPlace struct {
 	// Resources are the sidecars whose requests or limits change: applied through the Pod's
 	// resize subresource (in-place resize), before the images.
 	Resources []ResourceChange
+	// PodResources are the Pod's pod-level resources after the resize, for a Pod the set
+	// padded (podResources: Pad) whose sidecars' requests or limits change; nil otherwise. The
+	// API server resizes them in place from Kubernetes 1.36 with the feature gate
+	// InPlacePodLevelResourcesVerticalScaling; others refuse the resize.
+	PodResources *corev1.ResourceRequirements
 	// Blocked says, field by field, what of the set's current content a running Pod cannot
 	// take. When it is set, nothing is to be patched.
 	Blocked []string
@@ -138,6 +144,19 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 			s.pod.Resources = to
 		}
 	}
+	// A pod whose pod-level resources the set padded (podResources: Pad) and whose sidecars'
+	// requests or limits change is padded for them as they will be: what the sidecars it runs
+	// now padded is taken back (computed from them), Apply pads afresh, and the resize carries
+	// the pod-level change with the sidecars'.
+	level, repad := target.Spec.Resources, rec.Padded != nil && target.Spec.Resources != nil && len(u.Resources) > 0
+	if repad {
+		var running []corev1.Container
+		for s := range recordedSidecars(in.Pod, rec, current) {
+			running = append(running, resourcesOf(s.pod))
+		}
+		target.Spec.Resources = withPadding(level, Padding(level, Guaranteed(level), running), -1)
+		rec.Padded = nil
+	}
 	rec.Hash = current.Hash
 	records[set] = rec
 	target.Annotations[appsv1alpha1.StatusAnnotation] = records.Encode()
@@ -161,6 +180,12 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	}
 	rec.Annotations = res.Records[set].Annotations
 	rec.Overrides = res.Records[set].Overrides
+	if repad {
+		rec.Padded = res.Records[set].Padded
+		if padded := res.Pod().Spec.Resources; !equality.Semantic.DeepEqual(padded, level) {
+			u.PodResources = padded
+		}
+	}
 	records[set] = rec
 	u.records = records
 	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
@@ -222,6 +247,17 @@ func (u *InPlace) ResizePatch() []jsonpatch.Operation {
 	ops := []jsonpatch.Operation{{Operation: "test", Path: "/metadata/resourceVersion", Value: u.pod.ResourceVersion}}
 	for _, c := range u.Resources {
 		ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: containerPath(c.Init, c.Index) + "/resources", Value: c.To})
+	}
+	if u.PodResources != nil {
+		for _, l := range []struct {
+			path string
+			list corev1.ResourceList
+		}{{"/spec/resources/requests/", u.PodResources.Requests}, {"/spec/resources/limits/", u.PodResources.Limits}} {
+			for _, name := range sets.List(sets.KeySet(l.list)) {
+				q := l.list[name]
+				ops = append(ops, jsonpatch.Operation{Operation: "add", Path: l.path + escapeJSONPointer(string(name)), Value: q.String()})
+			}
+		}
 	}
 	return ops
 }

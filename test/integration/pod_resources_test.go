@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,4 +281,48 @@ func TestPaddedPodsKeepTheirQoSClass(t *testing.T) {
 		}
 		return err != nil && contains(err.Error(), `SidecarSet "padding"`), fmt.Sprint(err)
 	})
+}
+
+// TestPaddedPodsAreResizedWithTheirBudget: a rolling update that changes a padding set's
+// sidecar requests resizes a padded pod's pod-level resources with the sidecar's, to what
+// injecting the pod afresh gives, where the API server resizes pod-level resources in place
+// (InPlacePodLevelResourcesVerticalScaling); elsewhere the resize is refused, the pod keeps its
+// resources, and its PodNotUpdatable event says why and what to do.
+func TestPaddedPodsAreResizedWithTheirBudget(t *testing.T) {
+	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
+	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
+	ns := newNamespace(t, nil)
+	startFakeKubelet(t, ns, 50*time.Millisecond)
+	set := podBudgetSet("padding-resize", "padded-resize")
+	set.Spec.PodResources = appsv1alpha1.PodResourcesPad
+	set.Spec.UpdateStrategy.Type = appsv1alpha1.RollingUpdate
+	createSet(t, set)
+	pod := budgetPod(ns, "padded-resize-0", "padded-resize", "400m")
+	must(t, k8s.Create(ctx, pod))
+	if got := pod.Spec.Resources.Requests[corev1.ResourceCPU]; got.String() != "700m" {
+		t.Fatalf("padded cpu request %s, want 700m", got.String())
+	}
+	waitForCounts(t, set, counts{1, 1, 1, 1})
+	before := getPod(t, pod)
+
+	setImages(t, set, func(s *appsv1alpha1.SidecarSet) {
+		s.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("300m")
+	})
+	if kubernetesMinor >= 36 && !gateOff("InPlacePodLevelResourcesVerticalScaling") {
+		rollingCondition(t, set, "Complete", "1 of 1 matched pods carry hash")
+		after := getPod(t, pod)
+		if got := after.Spec.Resources.Requests[corev1.ResourceCPU]; got.String() != "800m" || after.UID != before.UID {
+			t.Errorf("after the resize: pod-level cpu request %s (want 800m), same pod %v", got.String(), after.UID == before.UID)
+		}
+		recs, err := inject.ParseRecords(after.Annotations)
+		must(t, err)
+		if padded := recs[set.Name].Padded; padded == nil || padded.Requests.Cpu().String() != "300m" {
+			t.Errorf("the record says %+v was padded, want cpu 300m", padded)
+		}
+		return
+	}
+	waitForEvent(t, "Pod", ns, pod.Name, "PodNotUpdatable", "the API server refused the in-place resize", "podResources: Pad", "InPlacePodLevelResourcesVerticalScaling")
+	if after := getPod(t, pod); !equality.Semantic.DeepEqual(after.Spec.Resources, before.Spec.Resources) {
+		t.Errorf("the pod-level resources changed: %v -> %v", before.Spec.Resources, after.Spec.Resources)
+	}
 }
