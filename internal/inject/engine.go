@@ -67,11 +67,13 @@ func Apply(in Input) (*Result, error) {
 	b.allowed = in.AllowedAnnotations
 	b.limitRanges, b.bounds = limitRangesOf(in.LimitRanges)
 	b.stripAnnotations(old, mergedKeys(old, in.setByName))
-	kept := func(name string) bool {
+	// A set takes back its padding when it pads now and does not keep its sidecars (paused).
+	pads := func(name string) bool {
 		set, ok := in.setByName(name)
-		return ok && set.Set.Spec.InjectionStrategy.Paused && set.Match(pod.Labels, in.NamespaceLabels) == Matched
+		return ok && set.Set.Spec.PodResources == appsv1alpha1.PodResourcesPad &&
+			!(set.Set.Spec.InjectionStrategy.Paused && set.Match(pod.Labels, in.NamespaceLabels) == Matched)
 	}
-	if err := b.unpad(old, kept); err != nil {
+	if err := b.unpad(old, pads); err != nil {
 		return nil, err
 	}
 	// Sets take their turns in name order, so every set's entries land in the same place
@@ -164,7 +166,9 @@ type builder struct {
 	podResources *corev1.ResourceRequirements
 	// ownResources are the Pod's own pod-level resources: podResources before any Pad set.
 	ownResources *corev1.ResourceRequirements
-	warnings     []string
+	// writtenOut: podResources are written out as the API server stores them (padFor).
+	writtenOut bool
+	warnings   []string
 
 	allowed         *KeyAllowList         // annotation keys sets may patch
 	annotations     map[string]string     // the Pod's annotations as injection leaves them

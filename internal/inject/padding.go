@@ -11,9 +11,10 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/podrules"
 )
 
-// Padding is what podResources: Pad adds to a Pod's pod-level resources for some sidecars
-// (regular containers and native sidecars; plain init containers are not padded for: they end
-// before the app starts, and must fit as they are).
+// Padding is what podResources: Pad adds to a Pod's pod-level resources (as the API server
+// stores them: written out, see padFor) for some sidecars: regular containers and native
+// sidecars (paddedSidecars; plain init containers are not padded for: they end before the app
+// starts, and must fit as they are).
 //
 // Only the resources the Pod's pod-level requests (or limits) name are padded there: a pod
 // that sets only limits has its requests filled in by the API server. The Pod keeps its QoS
@@ -41,9 +42,6 @@ func Padding(level *corev1.ResourceRequirements, guaranteed bool, sidecars []cor
 	}
 	for i := range sidecars {
 		c := &sidecars[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			continue
-		}
 		for _, name := range paddedResources(level) {
 			req, hasReq := c.Resources.Requests[name]
 			limit, hasLimit := c.Resources.Limits[name]
@@ -130,9 +128,33 @@ func withPadding(level *corev1.ResourceRequirements, pad corev1.ResourceRequirem
 	return out
 }
 
+// paddedSidecars are the sidecars of rec in the pod's lists that padding is for: its regular
+// containers and native sidecars (init containers with restartPolicy Always), with only what
+// the pod's totals read.
+func paddedSidecars(pod *corev1.Pod, rec Record) []corev1.Container {
+	var out []corev1.Container
+	for _, l := range []struct {
+		list  []corev1.Container
+		names []string
+		init  bool
+	}{{pod.Spec.Containers, rec.Containers, false}, {pod.Spec.InitContainers, rec.InitContainers, true}} {
+		for i := range l.list {
+			c := &l.list[i]
+			if slices.Contains(l.names, c.Name) && (!l.init || c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways) {
+				out = append(out, resourcesOf(c))
+			}
+		}
+	}
+	return out
+}
+
 // padFor adds what set's sidecars just placed (rec) pad to the pod-level resources the Pod
 // sets, when the set says Pad, and records it. Their resources are read as the API server
-// will store them: with the namespace's LimitRange defaults.
+// will store them: with the namespace's LimitRange defaults. The first padding writes the
+// Pod's budget out as the API server would store it without the sidecars (its requests and
+// limits defaulted from its own containers, Kubernetes 1.37's rule), then pads that: a value
+// the Pod left to default would otherwise be defaulted from the sidecars too, after admission,
+// and change the Pod's QoS class or collapse its request.
 func (b *builder) padFor(set *CompiledSet, rec *Record) error {
 	if set.Set.Spec.PodResources != appsv1alpha1.PodResourcesPad || b.podResources == nil || len(rec.Containers)+len(rec.InitContainers) == 0 {
 		return nil
@@ -141,88 +163,50 @@ func (b *builder) padFor(set *CompiledSet, rec *Record) error {
 	if err != nil {
 		return err
 	}
-	var sidecars []corev1.Container
-	for _, l := range []struct {
-		list  []corev1.Container
-		names []string
-		init  bool
-	}{{view.Spec.Containers, rec.Containers, false}, {view.Spec.InitContainers, rec.InitContainers, true}} {
-		for _, c := range l.list {
-			if slices.Contains(l.names, c.Name) && (!l.init || c.RestartPolicy != nil) {
-				sidecars = append(sidecars, c)
-			}
+	level := b.podResources
+	if !b.writtenOut {
+		own, err := b.ownResourcesView()
+		if err != nil {
+			return err
+		}
+		if level, err = podrules.PodLevelDefaulted(own); err != nil {
+			return err
 		}
 	}
-	own, err := b.ownResourcesView()
-	if err != nil {
-		return err
-	}
-	stored, err := podrules.PodLevelDefaulted(own)
-	if err != nil {
-		return err
-	}
-	guaranteed := Guaranteed(stored)
-	pad := Padding(b.podResources, guaranteed, sidecars)
+	pad := Padding(level, Guaranteed(level), paddedSidecars(view, *rec))
 	if len(pad.Requests)+len(pad.Limits) == 0 {
 		return nil
 	}
-	b.podResources = withPadding(b.podResources, pad, 1)
-	if guaranteed {
-		// A Guaranteed pod that left its requests to default to its limits gets them written:
-		// Kubernetes 1.37 defaults them after admission from the containers' requests, which
-		// now include the sidecars', and the pod would turn Burstable.
-		for _, name := range qosResources {
-			if _, set := b.podResources.Requests[name]; !set {
-				if b.podResources.Requests == nil {
-					b.podResources.Requests = corev1.ResourceList{}
-				}
-				if pad.Requests == nil {
-					pad.Requests = corev1.ResourceList{}
-				}
-				// Recorded as what it adds to the request the pod had by default (its own
-				// limit), as a second injection of the injected pod records it.
-				b.podResources.Requests[name] = b.podResources.Limits[name]
-				pad.Requests[name] = pad.Limits[name]
-			}
-		}
-	}
+	b.podResources, b.writtenOut = withPadding(level, pad, 1), true
 	rec.Padded = &pad
 	return nil
 }
 
-// unpad takes back what earlier injections padded the Pod for, for the sets whose sidecars
-// this injection removes (all but paused sets, which keep theirs): computed from those
-// sidecars as the Pod has them, whatever amounts the record says.
-func (b *builder) unpad(old Records, kept func(set string) bool) error {
+// unpad takes back what earlier injections padded the Pod for, for the sets that pad now and
+// whose sidecars this injection removes (all but paused sets, which keep theirs): computed from
+// those sidecars as the Pod has them, whatever amounts the record says. What a set that no
+// longer pads (or no longer exists) padded stays, as the Pod's own.
+func (b *builder) unpad(old Records, pads func(set string) bool) error {
 	if b.podResources == nil {
 		return nil
 	}
 	for _, name := range old.Names() {
 		rec := old[name]
-		if rec.Padded == nil || kept(name) {
+		if rec.Padded == nil || !pads(name) {
 			continue
 		}
-		var sidecars []corev1.Container
-		for _, l := range []struct {
-			list  []corev1.Container
-			names []string
-		}{{b.pod.Spec.Containers, rec.Containers}, {b.pod.Spec.InitContainers, rec.InitContainers}} {
-			for _, c := range l.list {
-				if slices.Contains(l.names, c.Name) {
-					sidecars = append(sidecars, resourcesOf(&c))
-				}
-			}
+		level := b.podResources
+		if pad := Padding(level, Guaranteed(level), paddedSidecars(b.pod, rec)); len(pad.Requests)+len(pad.Limits) > 0 {
+			b.podResources = withPadding(level, pad, -1)
 		}
-		if pad := Padding(b.podResources, Guaranteed(b.podResources), sidecars); len(pad.Requests)+len(pad.Limits) > 0 {
-			b.podResources = withPadding(b.podResources, pad, -1)
-		}
-		b.ownResources = b.podResources
+		b.ownResources, b.writtenOut = b.podResources, true
 		for _, l := range []corev1.ResourceList{b.podResources.Requests, b.podResources.Limits} {
 			for res, q := range l {
 				if q.Sign() < 0 {
-					return &RefusedError{Reason: ReasonUnreadableRecord, SidecarSet: name, Field: "metadata.annotations[" + appsv1alpha1.StatusAnnotation + "]",
-						Detail: fmt.Sprintf("the record says SidecarSet %q padded the pod-level resources for its sidecars, but spec.resources holds less %s than they add: "+
-							"remove the record's padded entry (or the whole annotation) from the pod", name, res)}
+					return &RefusedError{Reason: ReasonPodResources, SidecarSet: name, Field: "spec.resources", Detail: fmt.Sprintf(
+						"the pod's record says this SidecarSet padded its pod-level resources for its sidecars, and taking back what the sidecars it runs add "+
+							"leaves spec.resources with less than no %s: the pod's budget was lowered since, or the record is not the operator's; "+
+							"give the pod spec.resources without the sidecars' share, or remove %s", res, appsv1alpha1.StatusAnnotation)}
 				}
 			}
 		}

@@ -169,3 +169,130 @@ func TestUpdateInPlaceRepadsThePodLevelResources(t *testing.T) {
 		}
 	}
 }
+
+// rl is a resource list from name, quantity pairs.
+func rl(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+// TestPaddingHoldsWhatTheAPIServerStores: budgets the pod leaves partly to the API server's
+// defaulting, plain init containers, hugepages, and a set that stopped padding: the padded pod
+// keeps the QoS class and the request the same pod without sidecars is stored with, passes the
+// API server's pod-level checks, and injecting it again changes nothing.
+func TestPaddingHoldsWhatTheAPIServerStores(t *testing.T) {
+	app := func(res corev1.ResourceRequirements) corev1.Container {
+		return corev1.Container{Name: "app", Image: "app:1", Resources: res}
+	}
+	for _, tc := range []struct {
+		name    string
+		level   corev1.ResourceRequirements
+		app     corev1.Container
+		sidecar corev1.ResourceRequirements
+		init    *corev1.ResourceRequirements // a plain init container of the set
+		minCPU  string                       // the stored pod-level cpu request is at least this
+	}{
+		{name: "a plain init container is not taken back", level: corev1.ResourceRequirements{Requests: rl("cpu", "1")},
+			app: app(corev1.ResourceRequirements{Requests: rl("cpu", "1")}), sidecar: corev1.ResourceRequirements{Requests: rl("cpu", "100m")},
+			init: &corev1.ResourceRequirements{Requests: rl("cpu", "300m")}, minCPU: "1100m"},
+		{name: "a memory limit defaulted from the app keeps the pod Guaranteed",
+			level:   corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi"), Limits: rl("cpu", "1")},
+			app:     app(corev1.ResourceRequirements{Limits: rl("memory", "1Gi")}),
+			sidecar: corev1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: rl("cpu", "100m", "memory", "128Mi")},
+			minCPU:  "1100m"},
+		{name: "hugepages only", level: corev1.ResourceRequirements{Limits: rl("hugepages-2Mi", "1Gi")},
+			app:     app(corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "512Mi"), Limits: rl("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "512Mi")}),
+			sidecar: corev1.ResourceRequirements{Requests: rl("hugepages-2Mi", "2Mi"), Limits: rl("hugepages-2Mi", "2Mi")}},
+		{name: "a request the pod left to its limit does not collapse", level: corev1.ResourceRequirements{Limits: rl("cpu", "2")},
+			app: app(corev1.ResourceRequirements{}), sidecar: corev1.ResourceRequirements{Requests: rl("cpu", "100m")}, minCPU: "2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1", Resources: tc.sidecar})
+			set.Spec.PodResources = appsv1alpha1.PodResourcesPad
+			if tc.init != nil {
+				set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{Name: "setup", Image: "setup:1", Resources: *tc.init}}}
+			}
+			pod := webPod(tc.app)
+			pod.Spec.Resources = tc.level.DeepCopy()
+			sets := compile(t, set)
+			res, err := inject.Apply(inject.Input{Pod: pod, Sets: sets})
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			injected := res.Pod()
+			if before, after := storedQOS(t, pod), storedQOS(t, injected); before != after {
+				t.Errorf("QoS %s, %s before padding; budget %v", after, before, injected.Spec.Resources)
+			}
+			if errs := podrules.PodResourceErrors(injected); len(errs) > 0 {
+				t.Errorf("the padded pod breaks the API server's pod-level checks: %v", errs)
+			}
+			if tc.minCPU != "" {
+				stored, err := podrules.PodLevelDefaulted(injected)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := stored.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse(tc.minCPU)) < 0 {
+					t.Errorf("stored cpu request %s, want at least %s", got.String(), tc.minCPU)
+				}
+			}
+			again, err := inject.Apply(inject.Input{Pod: injected, Sets: sets})
+			if err != nil || again.Changed() {
+				t.Fatalf("injecting the injected pod again: %v, changes %v", err, again.Patch())
+			}
+			// An image-only update is not blocked, and leaves the budget.
+			set.Spec.Containers[0].Image = "agent:2"
+			injected.ResourceVersion = "7"
+			u, err := inject.UpdateInPlace(inject.Input{Pod: injected, Sets: compile(t, set)}, "agent", nil)
+			if err != nil || len(u.Blocked) > 0 || u.PodResources != nil {
+				t.Errorf("image update: %v, blocked %q, pod-level resources %v", err, u.Blocked, u.PodResources)
+			}
+			// A set that stops padding leaves the padded budget as the pod's own.
+			set.Spec.Containers[0].Image = "agent:1"
+			set.Spec.PodResources = appsv1alpha1.PodResourcesRefuse
+			refusing, err := inject.Apply(inject.Input{Pod: injected, Sets: compile(t, set)})
+			if err != nil {
+				t.Fatalf("a set that stopped padding refuses the padded pod: %v", err)
+			}
+			if got := refusing.Pod().Spec.Resources; !equality.Semantic.DeepEqual(got, injected.Spec.Resources) {
+				t.Errorf("a set that stopped padding changed the budget %v to %v", injected.Spec.Resources, got)
+			}
+		})
+	}
+}
+
+// TestPolicyResizeRepadsThePodLevelResources: a padding set's resourcesPolicy sidecar that
+// follows an app container resized in place is resized with the pod-level resources padded for
+// its new requests.
+func TestPolicyResizeRepadsThePodLevelResources(t *testing.T) {
+	set := webSet("agent", corev1.Container{Name: "agent", Image: "agent:1"})
+	set.Spec.PodResources = appsv1alpha1.PodResourcesPad
+	set.Spec.Containers[0].ResourcesPolicy = &appsv1alpha1.ResourcesPolicy{ResourcesExpr: appsv1alpha1.ResourcesExpr{
+		Requests: map[corev1.ResourceName]appsv1alpha1.ResourceExpression{corev1.ResourceCPU: "cpu * 0.5"}}}
+	sets := compile(t, set)
+	pod := webPod(corev1.Container{Name: "app", Image: "app:1", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1")}})
+	pod.Spec.Resources = &corev1.ResourceRequirements{Requests: rl("cpu", "2")}
+	res, err := inject.Apply(inject.Input{Pod: pod, Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := res.Pod()
+	if got := injected.Spec.Resources.Requests[corev1.ResourceCPU]; got.String() != "2500m" {
+		t.Fatalf("padded cpu request %s, want 2500m", got.String())
+	}
+	// The app is resized to 2 CPUs: the agent follows with 1, and the pod's budget with it.
+	injected.Spec.Containers[0].Resources.Requests = rl("cpu", "2")
+	injected.ResourceVersion = "7"
+	u, err := inject.UpdateInPlace(inject.Input{Pod: injected, Sets: sets}, "agent", nil)
+	if err != nil || len(u.Blocked) > 0 || len(u.Resources) != 1 {
+		t.Fatalf("policy resize: %v, blocked %q, resources %+v", err, u.Blocked, u.Resources)
+	}
+	if u.PodResources == nil || u.PodResources.Requests.Cpu().String() != "3" {
+		t.Fatalf("pod-level resources after the resize %v, want a cpu request of 3", u.PodResources)
+	}
+	if errs := podrules.PodResourceErrors(patchedPod(t, injected, u.ResizePatch())); len(errs) > 0 {
+		t.Errorf("the resized pod breaks the API server's pod-level checks: %v", errs)
+	}
+}

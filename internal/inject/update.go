@@ -107,7 +107,9 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	// now: those take effect when the pod is recreated.
 	in.Pod = asRecorded(in.Pod, rec, current, injected)
 	if u.Current() {
-		return u.withPolicyResize(rec, current), nil
+		u = u.withPolicyResize(rec, current)
+		u.repad(in.Pod, &rec, current)
+		return u, nil
 	}
 	if reason := current.Match(in.Pod.Labels, in.NamespaceLabels); reason != Matched {
 		u.Blocked = append(u.Blocked, fmt.Sprintf("the SidecarSet no longer injects into this pod (%s)", reason))
@@ -144,18 +146,11 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 			s.pod.Resources = to
 		}
 	}
-	// A pod whose pod-level resources the set padded (podResources: Pad) and whose sidecars'
-	// requests or limits change is padded for them as they will be: what the sidecars it runs
-	// now padded is taken back (computed from them), Apply pads afresh, and the resize carries
-	// the pod-level change with the sidecars'.
-	level, repad := target.Spec.Resources, rec.Padded != nil && target.Spec.Resources != nil && len(u.Resources) > 0
-	if repad {
-		var running []corev1.Container
-		for s := range recordedSidecars(in.Pod, rec, current) {
-			running = append(running, resourcesOf(s.pod))
-		}
-		target.Spec.Resources = withPadding(level, Padding(level, Guaranteed(level), running), -1)
-		rec.Padded = nil
+	// A pod the set padded (podResources: Pad) is padded for its sidecars as they will be,
+	// before Apply judges the target (repad).
+	u.repad(in.Pod, &rec, current)
+	if u.PodResources != nil {
+		target.Spec.Resources = u.PodResources
 	}
 	rec.Hash = current.Hash
 	records[set] = rec
@@ -180,12 +175,6 @@ func UpdateInPlace(in Input, set string, injected *CompiledSet) (*InPlace, error
 	}
 	rec.Annotations = res.Records[set].Annotations
 	rec.Overrides = res.Records[set].Overrides
-	if repad {
-		rec.Padded = res.Records[set].Padded
-		if padded := res.Pod().Spec.Resources; !equality.Semantic.DeepEqual(padded, level) {
-			u.PodResources = padded
-		}
-	}
 	records[set] = rec
 	u.records = records
 	u.Blocked = append(u.Blocked, differences(target, res, set, "changed, and a running pod's container takes only a new image")...)
@@ -235,6 +224,32 @@ func resized(have, want corev1.ResourceRequirements) (corev1.ResourceRequirement
 		}
 	}
 	return out, changed
+}
+
+// repad works out, for a pod the set padded (its record says so) whose sidecars' requests or
+// limits change (u.Resources), its pod-level resources padded for the sidecars as they will
+// be: what the sidecars it runs padded is taken back (computed from them), and what the new
+// ones pad added; rec records the new padding. It leaves u.PodResources nil when nothing
+// changes, and for a set that no longer pads (the padding stays the pod's own).
+func (u *InPlace) repad(pod *corev1.Pod, rec *Record, set *CompiledSet) {
+	level := pod.Spec.Resources
+	if rec.Padded == nil || set.Set.Spec.PodResources != appsv1alpha1.PodResourcesPad || level == nil || len(u.Resources) == 0 || len(u.Blocked) > 0 {
+		return
+	}
+	after := &corev1.Pod{Spec: corev1.PodSpec{Containers: slices.Clone(pod.Spec.Containers), InitContainers: slices.Clone(pod.Spec.InitContainers)}}
+	for _, c := range u.Resources {
+		list := after.Spec.Containers
+		if c.Init {
+			list = after.Spec.InitContainers
+		}
+		list[c.Index].Resources = c.To
+	}
+	own := withPadding(level, Padding(level, Guaranteed(level), paddedSidecars(pod, *rec)), -1)
+	pad := Padding(own, Guaranteed(own), paddedSidecars(after, *rec))
+	rec.Padded = &pad
+	if padded := withPadding(own, pad, 1); !equality.Semantic.DeepEqual(padded, level) {
+		u.PodResources = padded
+	}
 }
 
 // ResizePatch returns the JSON patch operations for the Pod's resize subresource: a test of

@@ -32,7 +32,7 @@ type Tally struct {
 // entry is one Pod and how it stands with each set that selects it.
 type entry struct {
 	pod *corev1.Pod
-	in  map[string]rollout.PodState // set name -> state (Pod field unset)
+	in  map[string]*rollout.PodState // set name -> state (Pod field unset)
 }
 
 // setTally is one set's counts against the compiled spec they were taken with, and the Pods it
@@ -124,7 +124,7 @@ func (t *Tally) DeletePod(namespace, name string) []string {
 	var changed []string
 	for set, s := range e.in {
 		if st := t.sets[set]; st != nil {
-			st.add(namespace, s, -1)
+			st.add(namespace, *s, -1)
 			delete(st.selected, e)
 			changed = append(changed, set)
 		}
@@ -179,21 +179,26 @@ func (t *Tally) classify(e *entry, skip map[string]struct{}) []string {
 		s, selected := rollout.Classify(st.compiled, e.pod, t.namespaceLabels, t.scope)
 		s.Pod = nil
 		old, was := e.in[name]
-		changed := was != selected || old != s
-		if changed {
-			if was {
-				st.add(e.pod.Namespace, old, -1)
-				delete(e.in, name)
-				delete(st.selected, e)
+		changed := was != selected || was && *old != s
+		switch {
+		case changed && was && selected:
+			// Updated where it is held: a PodState is too large for a map to hold inline, and
+			// each insert would allocate.
+			st.add(e.pod.Namespace, *old, -1)
+			st.add(e.pod.Namespace, s, 1)
+			*old = s
+		case changed && was:
+			st.add(e.pod.Namespace, *old, -1)
+			delete(e.in, name)
+			delete(st.selected, e)
+		case changed:
+			st.add(e.pod.Namespace, s, 1)
+			if e.in == nil {
+				e.in = map[string]*rollout.PodState{}
 			}
-			if selected {
-				st.add(e.pod.Namespace, s, 1)
-				if e.in == nil {
-					e.in = map[string]rollout.PodState{}
-				}
-				e.in[name] = s
-				st.selected[e] = struct{}{}
-			}
+			held := s // a copy: taking s's address would put every classification on the heap
+			e.in[name] = &held
+			st.selected[e] = struct{}{}
 		}
 		if _, done := skip[name]; !done && (changed || (selected || was) && reconciledOnEveryPodEvent(st) || selected && resizeFollows(st, e.pod)) {
 			out = append(out, name)
@@ -249,9 +254,9 @@ func (t *Tally) sync(c *inject.CompiledSet) *setTally {
 			s.Pod = nil
 			st.add(e.pod.Namespace, s, 1)
 			if e.in == nil {
-				e.in = map[string]rollout.PodState{}
+				e.in = map[string]*rollout.PodState{}
 			}
-			e.in[name] = s
+			e.in[name] = &s
 			st.selected[e] = struct{}{}
 		}
 	}

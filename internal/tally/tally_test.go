@@ -331,6 +331,12 @@ func recompile(t *testing.T, set *appsv1alpha1.SidecarSet) *inject.CompiledSet {
 	return c
 }
 
+// sidecarResources are a bench pod's containers' requests and limits.
+var sidecarResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+}
+
 // BenchmarkPodEvent is the work one Pod event costs with 50 sets, at 200 and 10,000 Pods held:
 // it should not grow with the Pods.
 func BenchmarkPodEvent(b *testing.B) {
@@ -357,14 +363,19 @@ func BenchmarkPodEvent(b *testing.B) {
 			for i := range pods {
 				app := fmt.Sprintf("app-%d", i%10)
 				recs := inject.Records{}
+				// The app and each set's sidecar, with requests and limits (what the sets'
+				// footprints add up).
+				containers := []corev1.Container{{Name: "app", Resources: sidecarResources}}
 				for _, c := range compiled {
 					if c.SelectsPod(map[string]string{"app": app}) {
-						recs[c.Name()] = inject.Record{Hash: c.Hash, Containers: []string{c.Name()}}
+						recs[c.Name()] = inject.Record{Hash: c.Hash, Containers: []string{c.Set.Spec.Containers[0].Name}}
+						containers = append(containers, corev1.Container{Name: c.Set.Spec.Containers[0].Name, Resources: sidecarResources})
 					}
 				}
 				pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: fmt.Sprintf("ns-%d", i%100),
 					Labels:      map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue},
 					Annotations: map[string]string{appsv1alpha1.StatusAnnotation: recs.Encode()}},
+					Spec:   corev1.PodSpec{Containers: containers},
 					Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 				tl.UpsertPod(pods[i])
 			}
