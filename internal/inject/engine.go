@@ -71,7 +71,7 @@ func Apply(in Input) (*Result, error) {
 	pads := func(name string) bool {
 		set, ok := in.setByName(name)
 		return ok && set.Set.Spec.PodResources == appsv1alpha1.PodResourcesPad &&
-			!(set.Set.Spec.InjectionStrategy.Paused && set.Match(pod.Labels, in.NamespaceLabels) == Matched)
+			(!set.Set.Spec.InjectionStrategy.Paused || set.Match(pod.Labels, in.NamespaceLabels) != Matched)
 	}
 	if err := b.unpad(old, pads); err != nil {
 		return nil, err

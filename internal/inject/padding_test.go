@@ -35,38 +35,31 @@ func storedQOS(t *testing.T, pod *corev1.Pod) corev1.PodQOSClass {
 // padded pod passes the API server's pod-level checks, and injecting the injected pod again
 // changes nothing.
 func TestPaddingKeepsTheQoSClass(t *testing.T) {
-	list := func(kv ...string) corev1.ResourceList {
-		l := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
-			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-		}
-		return l
-	}
 	budgets := []struct {
 		name  string
 		level corev1.ResourceRequirements
 		app   corev1.ResourceRequirements
 		want  corev1.PodQOSClass
 	}{
-		{"guaranteed", corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi"), Limits: list("cpu", "1", "memory", "1Gi")},
+		{"guaranteed", corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi"), Limits: rl("cpu", "1", "memory", "1Gi")},
 			corev1.ResourceRequirements{}, corev1.PodQOSGuaranteed},
-		{"guaranteed by default", corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "2Gi")}, corev1.ResourceRequirements{}, corev1.PodQOSGuaranteed},
-		{"burstable by requests", corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi")},
-			corev1.ResourceRequirements{Requests: list("cpu", "500m")}, corev1.PodQOSBurstable},
-		{"burstable by limits", corev1.ResourceRequirements{Limits: list("cpu", "2", "memory", "2Gi")},
-			corev1.ResourceRequirements{Requests: list("cpu", "500m", "memory", "256Mi")}, corev1.PodQOSBurstable},
-		{"memory only", corev1.ResourceRequirements{Requests: list("memory", "1Gi"), Limits: list("memory", "1Gi")},
+		{"guaranteed by default", corev1.ResourceRequirements{Limits: rl("cpu", "2", "memory", "2Gi")}, corev1.ResourceRequirements{}, corev1.PodQOSGuaranteed},
+		{"burstable by requests", corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")},
+			corev1.ResourceRequirements{Requests: rl("cpu", "500m")}, corev1.PodQOSBurstable},
+		{"burstable by limits", corev1.ResourceRequirements{Limits: rl("cpu", "2", "memory", "2Gi")},
+			corev1.ResourceRequirements{Requests: rl("cpu", "500m", "memory", "256Mi")}, corev1.PodQOSBurstable},
+		{"memory only", corev1.ResourceRequirements{Requests: rl("memory", "1Gi"), Limits: rl("memory", "1Gi")},
 			corev1.ResourceRequirements{}, corev1.PodQOSBurstable},
-		{"guaranteed, the app's own requests", corev1.ResourceRequirements{Limits: list("cpu", "1", "memory", "1Gi")},
-			corev1.ResourceRequirements{Requests: list("cpu", "1", "memory", "1Gi")}, corev1.PodQOSGuaranteed},
+		{"guaranteed, the app's own requests", corev1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "1Gi")},
+			corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")}, corev1.PodQOSGuaranteed},
 	}
 	sidecars := []struct {
 		name      string
 		resources corev1.ResourceRequirements
 	}{
-		{"requests", corev1.ResourceRequirements{Requests: list("cpu", "100m", "memory", "64Mi", "ephemeral-storage", "100Mi")}},
-		{"limits", corev1.ResourceRequirements{Limits: list("cpu", "200m", "memory", "128Mi")}},
-		{"both", corev1.ResourceRequirements{Requests: list("cpu", "100m", "memory", "64Mi"), Limits: list("cpu", "300m", "memory", "128Mi")}},
+		{"requests", corev1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi", "ephemeral-storage", "100Mi")}},
+		{"limits", corev1.ResourceRequirements{Limits: rl("cpu", "200m", "memory", "128Mi")}},
+		{"both", corev1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "64Mi"), Limits: rl("cpu", "300m", "memory", "128Mi")}},
 		{"neither", corev1.ResourceRequirements{}},
 	}
 	for _, b := range budgets {
@@ -121,20 +114,13 @@ func TestPaddingKeepsTheQoSClass(t *testing.T) {
 // set gives), for Guaranteed and Burstable pods, and the record follows; the updated pod
 // injected again changes nothing.
 func TestUpdateInPlaceRepadsThePodLevelResources(t *testing.T) {
-	list := func(kv ...string) corev1.ResourceList {
-		l := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
-			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-		}
-		return l
-	}
 	for _, level := range []corev1.ResourceRequirements{
-		{Requests: list("cpu", "1", "memory", "1Gi"), Limits: list("cpu", "1", "memory", "1Gi")},
-		{Requests: list("cpu", "500m", "memory", "512Mi"), Limits: list("memory", "1Gi")},
+		{Requests: rl("cpu", "1", "memory", "1Gi"), Limits: rl("cpu", "1", "memory", "1Gi")},
+		{Requests: rl("cpu", "500m", "memory", "512Mi"), Limits: rl("memory", "1Gi")},
 	} {
 		set := func(cpu, memory string) *appsv1alpha1.SidecarSet {
 			s := webSet("agent", corev1.Container{Name: "agent", Image: "registry.example/agent:1",
-				Resources: corev1.ResourceRequirements{Requests: list("cpu", cpu, "memory", memory), Limits: list("memory", memory)}})
+				Resources: corev1.ResourceRequirements{Requests: rl("cpu", cpu, "memory", memory), Limits: rl("memory", memory)}})
 			s.Spec.PodResources = appsv1alpha1.PodResourcesPad
 			return s
 		}

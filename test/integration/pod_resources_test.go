@@ -196,16 +196,10 @@ func TestPodLimitsOnlyOnEitherSideOfDefaulting(t *testing.T) {
 func TestPaddedPodsKeepTheirQoSClass(t *testing.T) {
 	needsKubernetes(t, 34, "pod-level resources (spec.resources, on by default)")
 	needsGate(t, "PodLevelResources", "pod-level resources (spec.resources)")
+	list := quantities
 	// Where the LimitRange gives the app container a memory request, a pod that sets only
 	// limits is Burstable: the Guaranteed-by-default case needs a namespace without one.
 	ns, bare := limitRangeNamespace(t), newNamespace(t, nil)
-	list := func(kv ...string) corev1.ResourceList {
-		l := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
-			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-		}
-		return l
-	}
 	set := podBudgetSet("padding", "padded")
 	set.Spec.PodResources = appsv1alpha1.PodResourcesPad
 	set.Spec.InitContainers = []appsv1alpha1.SidecarContainer{{Container: corev1.Container{
@@ -325,4 +319,13 @@ func TestPaddedPodsAreResizedWithTheirBudget(t *testing.T) {
 	if after := getPod(t, pod); !equality.Semantic.DeepEqual(after.Spec.Resources, before.Spec.Resources) {
 		t.Errorf("the pod-level resources changed: %v -> %v", before.Spec.Resources, after.Spec.Resources)
 	}
+}
+
+// quantities is a resource list from name, quantity pairs.
+func quantities(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
 }
