@@ -799,6 +799,7 @@ type SidecarSetStatus struct {
 	// nothing to limits. Absent while the set has injected no Pod that is not being deleted.
 	// The operator's sidecarset_sidecar_resource_* metrics give the same per namespace.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Sidecar resources",xDescriptors="urn:alm:descriptor:text"
 	SidecarResources *SidecarResources `json:"sidecarResources,omitempty"`
 
 	// UnavailablePods is the number of matched Pods that are not Ready, or whose kubelet does not
