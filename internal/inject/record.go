@@ -241,7 +241,28 @@ func (c *cursor) record(names bool) (encoded, bool) {
 			return encoded{}, false
 		}
 	}
+	if c.eat(`,"padded":`) && !c.padded() {
+		return encoded{}, false
+	}
 	return rec, c.eat("}")
+}
+
+// padded consumes a Record's padded member as Encode writes it: an object with limits and
+// requests (each optional, in that order), each an object of strings.
+func (c *cursor) padded() bool {
+	if !c.eat("{") {
+		return false
+	}
+	sep := ""
+	for _, member := range [...]string{`"limits":`, `"requests":`} {
+		if c.eat(sep + member) {
+			if !c.object() {
+				return false
+			}
+			sep = ","
+		}
+	}
+	return c.eat("}")
 }
 
 // plainList reports whether s is an array of plain strings (see plain).

@@ -3,6 +3,9 @@ package inject
 import (
 	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestEncodedHashReadsWhatEncodeWrites: the annotation as the operator writes it is read by
@@ -27,6 +30,13 @@ func TestEncodedHashReadsWhatEncodeWrites(t *testing.T) {
 			"log-agent":  {Hash: "1", Containers: []string{"log-agent"}, Annotations: map[string]string{"a/b": `{"x":"y"}`}, Overrides: map[string]string{"o/cpu": "1"}},
 			"mesh-proxy": {Hash: "2", Overrides: map[string]string{"o": "v"}},
 		}, set: "log-agent", want: "1", found: true},
+		{name: "padded pod-level resources", records: Records{
+			"log-agent": {Hash: "1", Containers: []string{"log-agent"}, Padded: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
+			"mesh-proxy": {Hash: "2", InitContainers: []string{"mesh-proxy"}, Padded: &corev1.ResourceRequirements{
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), "hugepages-2Mi": resource.MustParse("2Mi")},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}},
+			"z-agent": {Hash: "3", Padded: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		}, set: "mesh-proxy", want: "2", found: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

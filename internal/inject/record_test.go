@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -184,6 +185,10 @@ func recordAnnotations() []string {
 		`{"\u0061":{"hash":"beef"},"a":{"hash":"cafe"}}`,
 		`{"a":{"hash":"ca\u0066e"}}`,
 		`{"a":{"hash":"cafe"},"b":"x"}`,
+		inject.Records{"a": {Hash: "cafe", Containers: []string{"a"}, Padded: &corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}.Encode(),
+		`{"a":{"hash":"cafe","padded":{"requests":{"cpu":"1"},"limits":{"cpu":"1"}}}}`,
+		`{"a":{"hash":"cafe","padded":{"claims":[{"name":"x"}]}}}`,
 		inject.Records{"a": {Hash: "cafe", Containers: []string{"c", "a"}, Annotations: map[string]string{"k": "v", "l": `{"x":1}`},
 			Overrides: map[string]string{"o": "500m"}}, "b": {Hash: "1", Overrides: map[string]string{"o": "1"}}}.Encode(),
 		`{"a":{"hash":"cafe","containers":["c"],"annotations":{"k":1}}}`,
