@@ -129,14 +129,24 @@ type owned struct {
 }
 
 func ownedBy(recs Records) owned {
-	o := owned{sets.New[string](), sets.New[string](), sets.New[string](), sets.New[string]()}
+	var o owned // empty sets are nil: a pod injected for the first time costs no map
 	for _, r := range recs {
-		o.containers.Insert(r.Containers...)
-		o.initContainers.Insert(r.InitContainers...)
-		o.volumes.Insert(r.Volumes...)
-		o.pullSecrets.Insert(r.ImagePullSecrets...)
+		o.containers = insertNames(o.containers, r.Containers)
+		o.initContainers = insertNames(o.initContainers, r.InitContainers)
+		o.volumes = insertNames(o.volumes, r.Volumes)
+		o.pullSecrets = insertNames(o.pullSecrets, r.ImagePullSecrets)
 	}
 	return o
+}
+
+func insertNames(s sets.Set[string], names []string) sets.Set[string] {
+	if len(names) == 0 {
+		return s
+	}
+	if s == nil {
+		s = sets.New[string]()
+	}
+	return s.Insert(names...)
 }
 
 // builder accumulates the injection of the SidecarSets into one Pod.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -147,4 +148,23 @@ func selectorCEL(sel *metav1.LabelSelector, labels string) (string, error) {
 		return "true", nil
 	}
 	return strings.Join(terms, " && "), nil
+}
+
+// ConstantPatch renders ops, a JSON patch of adds, as the JSONPatch expression of a
+// MutatingAdmissionPolicy that applies them as constants, reading nothing of the object: given
+// the webhook's patch for a pod, the least any policy injecting the same sidecars costs the API
+// server. It is the floor policy mode is measured against (make bench-scale).
+func ConstantPatch(ops []jsonpatch.Operation) (string, error) {
+	out := make([]string, len(ops))
+	for i, op := range ops {
+		if op.Operation != "add" {
+			return "", fmt.Errorf("operation %d is %q: only adds are constants", i, op.Operation)
+		}
+		value, err := literal(op.Value)
+		if err != nil {
+			return "", fmt.Errorf("operation %d (%s): %w", i, op.Path, err)
+		}
+		out[i] = fmt.Sprintf("JSONPatch{op: %q, path: %s, value: %s}", op.Operation, quote(op.Path), value)
+	}
+	return "[" + strings.Join(out, ", ") + "]", nil
 }

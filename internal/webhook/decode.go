@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +30,7 @@ var (
 	// asAPIServer makes the v2 library decode as the API server's decoder: v1 semantics
 	// (repeated names merged, the last winning; invalid UTF-8 replaced by U+FFFD), with field
 	// names matched case-sensitively.
-	asAPIServer = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.MatchCaseInsensitiveNames(false))
+	asAPIServer = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.MatchCaseInsensitiveNames(false), jsonv1.ReportErrorsWithLegacySemantics(false))
 	// asStrict also refuses what decodeStrict reports: field names the Go type lacks.
 	asStrict = jsonv2.JoinOptions(asAPIServer, jsonv2.RejectUnknownMembers(true))
 )
@@ -67,13 +69,69 @@ func decodeMounts(raw json.RawMessage, into *[]corev1.VolumeMount) (unknown bool
 
 // review is an AdmissionReview, v1 or v1beta1 (they share their fields).
 type review struct {
-	APIVersion string                        `json:"apiVersion"`
-	Kind       string                        `json:"kind"`
-	Request    *admissionv1.AdmissionRequest `json:"request"`
+	APIVersion string      `json:"apiVersion"`
+	Kind       string      `json:"kind"`
+	Request    requestSlot `json:"request"`
 	// Other holds the members that are not the three above; a review with any is left to
 	// controller-runtime, which reads the review's kind and version case-insensitively (a
 	// "Kind" counts for it).
 	Other jsontext.Value `json:",embed"`
+}
+
+// requestSlot holds a review's request as a pointer to it would, given the body for podObject.
+type requestSlot struct {
+	body []byte
+	req  *reviewRequest
+}
+
+func (s *requestSlot) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == 'n' {
+		s.req = nil
+		_, err := dec.ReadToken()
+		return err
+	}
+	if s.req == nil {
+		s.req = &reviewRequest{Object: podObject{body: s.body}}
+	}
+	return jsonv2.UnmarshalDecode(dec, s.req)
+}
+
+// reviewRequest is an AdmissionRequest whose object podObject reads.
+type reviewRequest struct {
+	admissionv1.AdmissionRequest
+	Object podObject `json:"object"`
+}
+
+// podObject reads a request's object in the review's own pass: its head (what every admission
+// reads of a pod, as decodeHead decodes it) is decoded from the review's decoder, and its
+// bytes are the review's own, not a copy. Any other value is kept as RawExtension keeps it.
+type podObject struct {
+	body  []byte // the review, which the object is part of
+	raw   []byte
+	head  *headView
+	reads int
+}
+
+func (o *podObject) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	o.reads++
+	o.raw, o.head = nil, nil
+	if dec.PeekKind() != '{' {
+		// As RawExtension.UnmarshalJSON reads it.
+		val, err := dec.ReadValue()
+		if err == nil && string(val) != "null" {
+			o.raw = append([]byte(nil), val...)
+		}
+		return err
+	}
+	start := dec.InputOffset() // the end of the member's name
+	var v headView
+	if err := jsonv2.UnmarshalDecode(dec, &v); err != nil {
+		return err
+	}
+	end := dec.InputOffset()
+	// The colon and any white space, then the object.
+	o.raw, o.head = bytes.TrimLeft(o.body[start:end:end], " \t\r\n:"), &v
+	return nil
 }
 
 // errNotPlain is a review that decodeReview leaves to controller-runtime's decoder.
@@ -89,14 +147,48 @@ var reviewKinds = map[string]schema.GroupVersionKind{
 // response. A review with other members than apiVersion, kind and request, of another kind
 // or version, without a request, or that the v2 library refuses, is an error: controller-runtime
 // decodes such a body itself, and answers it as it does (FuzzDecodeReview).
-func decodeReview(body []byte) (admission.Request, schema.GroupVersionKind, error) {
-	var rv review
+//
+// The request's object is read once, with the review (podObject), and its head returned. An
+// object the head cannot be decoded from, or a review with two, is an error too:
+// controller-runtime then decodes the review, and the handler the pod, whose error is the
+// reference decoder's.
+func decodeReview(body []byte) (admission.Request, schema.GroupVersionKind, *headView, error) {
+	rv := review{Request: requestSlot{body: body}}
 	if err := jsonv2.Unmarshal(body, &rv, asAPIServer); err != nil {
-		return admission.Request{}, schema.GroupVersionKind{}, fmt.Errorf("%w: %w", errNotPlain, err)
+		return admission.Request{}, schema.GroupVersionKind{}, nil, fmt.Errorf("%w: %w", errNotPlain, err)
 	}
 	gvk, known := reviewKinds[rv.APIVersion]
-	if !known || rv.Kind != "AdmissionReview" || rv.Request == nil || len(rv.Other) > 0 {
-		return admission.Request{}, schema.GroupVersionKind{}, errNotPlain
+	if !known || rv.Kind != "AdmissionReview" || rv.Request.req == nil || len(rv.Other) > 0 || rv.Request.req.Object.reads > 1 {
+		return admission.Request{}, schema.GroupVersionKind{}, nil, errNotPlain
 	}
-	return admission.Request{AdmissionRequest: *rv.Request}, gvk, nil
+	in := rv.Request.req
+	req := admission.Request{AdmissionRequest: in.AdmissionRequest}
+	req.Object.Raw = in.Object.raw
+	return req, gvk, in.Object.head, nil
+}
+
+// decodedHead carries, in a request's context, the head decodeReview decoded from the
+// request's object, for the handler not to decode it again.
+type decodedHead struct {
+	raw  []byte
+	view *headView
+}
+
+type decodedHeadKey struct{}
+
+func withHead(ctx context.Context, raw []byte, view *headView) context.Context {
+	if view == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, decodedHeadKey{}, decodedHead{raw: raw, view: view})
+}
+
+// headOf returns the head decoded from raw as the review was decoded, if it was: the very
+// bytes, not equal ones.
+func headOf(ctx context.Context, raw []byte) (*headView, bool) {
+	d, ok := ctx.Value(decodedHeadKey{}).(decodedHead)
+	if !ok || len(raw) == 0 || len(d.raw) != len(raw) || &d.raw[0] != &raw[0] {
+		return nil, false
+	}
+	return d.view, true
 }

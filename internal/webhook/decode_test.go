@@ -206,9 +206,19 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","object":{"a":[1,{"b":"}"}]}}}`))
 	f.Add([]byte(`{"kind":"AdmissionReview","KIND":"x","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","UID":"2","uid":"3"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ours, gvk, err := decodeReview(body)
+		ours, gvk, head, err := decodeReview(body)
 		if err != nil {
 			return
+		}
+		if head != nil {
+			// The head decoded with the review is the one the handler would decode from the object.
+			var want headView
+			if err := unmarshal(ours.Object.Raw, &want); err != nil {
+				t.Fatalf("decodeReview decoded a head from an object the reference refuses (%v): %q", err, body)
+			}
+			if !equality.Semantic.DeepEqual(&want, head) {
+				t.Fatalf("heads differ for %q:\n%s", body, diff.Diff(&want, head))
+			}
 		}
 		cr, crGVK, crErr := crDecode(body)
 		if crErr != nil {

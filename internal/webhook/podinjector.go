@@ -98,7 +98,9 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if h.jsonHead {
 		decode = func(raw []byte, v *headView) error { return unmarshal(raw, v) }
 	}
-	if err := decode(req.Object.Raw, &view); err != nil {
+	if decoded, ok := headOf(ctx, req.Object.Raw); ok {
+		view = *decoded
+	} else if err := decode(req.Object.Raw, &view); err != nil {
 		return h.decodeError(err)
 	}
 	return unroute(view.Metadata.Annotations, h.handle(ctx, req, &view))
@@ -215,22 +217,23 @@ func (h *PodInjector) admit(ctx context.Context, req admission.Request, view *he
 	if h.jsonHead {
 		mounts = decodeStrict[corev1.VolumeMount]
 	}
-	admitted, err := decodeAppLists(view, pod, candidates, mounts)
-	if err != nil {
-		return h.decodeError(err)
-	}
 	limitRanges, err := h.NamespaceLimitRanges(ctx, meta.Namespace, candidates)
 	if err != nil {
 		h.Metrics.Admissions.WithLabelValues(resultError, reasonNamespaceLookup).Inc()
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the LimitRanges of namespace %s: %w", meta.Namespace, err))
 	}
-	// A per-pod bound of a LimitRange is judged on the pod's totals, its own containers' too.
-	if readsAppResources(candidates) || inject.LimitRangesReadPod(limitRanges) {
+	// The engine says what it reads of the pod; the rest is never decoded.
+	reads := inject.ReadsOf(candidates, limitRanges, meta.Annotations)
+	admitted, err := decodeAppLists(view, pod, reads, mounts)
+	if err != nil {
+		return h.decodeError(err)
+	}
+	if reads.ContainerResources {
 		if err := decodeAppResources(view, pod); err != nil {
 			return h.decodeError(err)
 		}
 	}
-	if needsFull(view, fullNames(candidates, meta.Annotations)) || readsPorts(candidates) || readsPodResources(candidates, view.Spec.Resources, limitRanges) {
+	if reads.Ports || reads.PodResources && hasPodResources(view.Spec.Resources) || needsFull(view, reads.Compared) {
 		var full fullView
 		if err := unmarshal(req.Object.Raw, &full); err != nil {
 			return h.decodeError(err)

@@ -36,7 +36,7 @@ type podView[C, V any] struct {
 		HostNetwork bool `json:"hostNetwork,omitempty"`
 		// Resources are the pod-level resources, kept as admitted: decoded only when a
 		// candidate set's sidecars declare resources, or the namespace has LimitRanges (see
-		// readsPodResources).
+		// inject.Reads.PodResources).
 		Resources json.RawMessage `json:"resources,omitempty"`
 	} `json:"spec"`
 }
@@ -47,7 +47,7 @@ type podView[C, V any] struct {
 // decoded only for such sets (see decodeAppLists), and for sets that compute a sidecar's
 // resources from the app containers' (resourcesPolicy), or in a namespace whose LimitRange
 // bounds a pod's totals, its requests and limits and restart policy (see decodeAppResources).
-// Ports are read only when a sidecar declares ports (see readsPorts), from the full view.
+// Ports are read only when a sidecar declares ports (inject.Reads.Ports), from the full view.
 type containerHead struct {
 	Name          string                         `json:"name"`
 	Env           json.RawMessage                `json:"env,omitempty"`
@@ -57,20 +57,17 @@ type containerHead struct {
 	RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy,omitempty"`
 }
 
-// decodeAppLists decodes into pod's containers what the candidate sets copy from: the volume
+// decodeAppLists decodes into pod's containers what the engine reads to copy from (reads): the volume
 // mounts for shareVolumePolicy; the volume devices for shareVolumeDevicePolicy; the env for
 // transferEnv, or for a shared mount's subPathExpr.
 // The decoding is strict: a list with an entry whose fields this build's API types do not all
 // know (a newer API server's) is remembered, and the returned inject.Admitted gives the JSON
 // of its entries, so a sidecar's copy keeps those fields too (inject.Result.PatchFrom).
 // decodeMountList is decodeMounts (decodeStrict for what BenchmarkServeHTTP compares with).
-func decodeAppLists(v *headView, pod *corev1.Pod, candidates []*inject.CompiledSet,
+func decodeAppLists(v *headView, pod *corev1.Pod, reads inject.Reads,
 	decodeMountList func(json.RawMessage, *[]corev1.VolumeMount) (bool, error)) (inject.Admitted, error) {
-	var env, mounts, devices bool
-	for _, c := range candidates {
-		env, mounts, devices = env || c.TransfersEnv, mounts || c.SharesVolumes, devices || c.SharesDevices
-	}
-	if !env && !mounts && !devices {
+	env, mounts, devices := reads.AppEnv, reads.AppVolumeMounts, reads.AppVolumeDevices
+	if !reads.CopiesFromApps() {
 		return nil, nil
 	}
 	type list struct {
@@ -201,73 +198,9 @@ func fullPod(v *fullView) (*corev1.Pod, error) {
 
 func hasPodResources(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
-// readsPodResources reports whether the engine reads the pod's pod-level resources (with its
-// containers' resources, from the full view): the pod sets them, and a candidate set's
-// sidecars declare resources or the namespace has LimitRanges (whose defaults the sidecars
-// get, and whose per-pod bounds the pod-level resources decide).
-func readsPodResources(candidates []*inject.CompiledSet, raw json.RawMessage, limitRanges []corev1.LimitRange) bool {
-	if !hasPodResources(raw) {
-		return false
-	}
-	if len(limitRanges) > 0 {
-		return true
-	}
-	for _, c := range candidates {
-		if c.DeclaresResources {
-			return true
-		}
-	}
-	return false
-}
-
 func (m *podMeta) pod() *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
 		Labels: m.Labels, Annotations: m.Annotations}}
-}
-
-// readsPorts reports whether a candidate set declares ports: the engine then compares them
-// with the pod's containers' ports (container ports, port names, host ports), which only the
-// full view holds. Decoding ports for every pod cost a quarter more time per admission
-// (BenchmarkPodInjector).
-func readsPorts(candidates []*inject.CompiledSet) bool {
-	for _, c := range candidates {
-		if c.ComparesPorts {
-			return true
-		}
-	}
-	return false
-}
-
-// readsAppResources reports whether a candidate set computes a sidecar's resources from the
-// app containers' (resourcesPolicy): their requests and limits, and which init containers are
-// native sidecars, are then decoded (decodeAppResources).
-func readsAppResources(candidates []*inject.CompiledSet) bool {
-	return slices.ContainsFunc(candidates, (*inject.CompiledSet).HasResourcesPolicy)
-}
-
-// fullNames are the container and volume names the engine may compare definitions of: what
-// the candidate sets inject and what the status annotation says was injected before.
-func fullNames(candidates []*inject.CompiledSet, annotations map[string]string) sets.Set[string] {
-	full := sets.New[string]()
-	for _, c := range candidates {
-		for i := range c.Set.Spec.Containers {
-			full.Insert(c.Set.Spec.Containers[i].Name)
-		}
-		for i := range c.Set.Spec.InitContainers {
-			full.Insert(c.Set.Spec.InitContainers[i].Name)
-		}
-		for i := range c.Set.Spec.Volumes {
-			full.Insert(c.Set.Spec.Volumes[i].Name)
-		}
-	}
-	// A malformed annotation is reported by the engine; here it simply names nothing.
-	recs, _ := inject.ParseRecords(annotations)
-	for _, r := range recs {
-		full.Insert(r.Containers...)
-		full.Insert(r.InitContainers...)
-		full.Insert(r.Volumes...)
-	}
-	return full
 }
 
 // decodeAppResources decodes into pod's containers and init containers their requests, limits

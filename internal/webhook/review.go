@@ -49,12 +49,12 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			admission.Errored(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)))
 		return
 	}
-	req, gvk, err := decodeReview(body)
+	req, gvk, head, err := decodeReview(body)
 	if err != nil {
 		rv.Webhook.ServeHTTP(w, withBody(r, body))
 		return
 	}
-	writeReview(w, gvk, rv.Webhook.Handle(r.Context(), req))
+	writeReview(w, gvk, rv.Webhook.Handle(withHead(r.Context(), req.Object.Raw, head), req))
 }
 
 // writeReview answers with the review of resp.

@@ -121,8 +121,20 @@ func mustJSON(t testing.TB, v any) []byte {
 func TestReviewMatchesControllerRuntime(t *testing.T) {
 	for name, body := range reviewVariants(t) {
 		t.Run(name, func(t *testing.T) {
-			if _, _, err := decodeReview(body); err != nil {
+			req, _, head, err := decodeReview(body)
+			switch {
+			case err != nil:
 				t.Errorf("the fast path left it to controller-runtime: %v", err)
+			case (head == nil) != (name == "null object"):
+				t.Errorf("the pod's head decoded with the review: %v, want it for every object", head != nil)
+			case head != nil:
+				var want headView
+				if err := decodeHead(req.Object.Raw, &want); err != nil || !equality.Semantic.DeepEqual(&want, head) {
+					t.Errorf("the head decoded with the review is not the object's (%v):\n%s", err, diff.Diff(&want, head))
+				}
+				if !bytes.Contains(body, req.Object.Raw) || cap(req.Object.Raw) != len(req.Object.Raw) {
+					t.Errorf("the object is not the body's bytes, capped: %d of %d", len(req.Object.Raw), cap(req.Object.Raw))
+				}
 			}
 			crResp, ourResp, crReq, ourReq := throughBoth(body, benchInjector(3, ""))
 			if crReq == nil || ourReq == nil {
@@ -164,7 +176,7 @@ func TestReviewBadInput(t *testing.T) {
 		"bad object":       bytes.Replace(body, []byte(`"object":{`), []byte(`"object":{"x":tru,`), 1),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, _, err := decodeReview(bad); (err == nil) != fast.Has(name) {
+			if _, _, _, err := decodeReview(bad); (err == nil) != fast.Has(name) {
 				t.Errorf("the fast path took it: %v, want %v (%v)", err == nil, fast.Has(name), err)
 			}
 			crResp, ourResp, _, _ := throughBoth(bad, benchInjector(1, ""))

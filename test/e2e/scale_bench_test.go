@@ -55,15 +55,18 @@ type scaleSizes struct {
 	// server and of the operator during each way's first repetition; none when empty. The
 	// cluster must serve /debug/pprof: make bench-scale turns it on when the variable is set.
 	profileDir string
+	// objectiveSeconds (SIDECARSET_SCALE_OBJECTIVE_SECONDS): how long each offered load of the
+	// admission objective's check lasts; 0 skips the check.
+	objectiveSeconds int
 }
 
 func scaleSizesFromEnv(b *testing.B) scaleSizes {
-	s := scaleSizes{webhookPods: 2000, reps: 3, creators: 20, sets: 50, statusPods: 10000, smallPods: 200, otherPods: 20000}
+	s := scaleSizes{webhookPods: 2000, reps: 3, creators: 20, sets: 50, statusPods: 10000, smallPods: 200, otherPods: 20000, objectiveSeconds: 10}
 	for env, into := range map[string]*int{
 		"SIDECARSET_SCALE_WEBHOOK_PODS": &s.webhookPods, "SIDECARSET_SCALE_REPS": &s.reps,
 		"SIDECARSET_SCALE_CREATORS": &s.creators, "SIDECARSET_SCALE_SETS": &s.sets,
 		"SIDECARSET_SCALE_STATUS_PODS": &s.statusPods, "SIDECARSET_SCALE_SMALL_PODS": &s.smallPods,
-		"SIDECARSET_SCALE_OTHER_PODS": &s.otherPods,
+		"SIDECARSET_SCALE_OTHER_PODS": &s.otherPods, "SIDECARSET_SCALE_OBJECTIVE_SECONDS": &s.objectiveSeconds,
 	} {
 		if v := os.Getenv(env); v != "" {
 			n, err := strconv.Atoi(v)
@@ -307,6 +310,13 @@ func benchPod(ns, name string, labels map[string]string) *corev1.Pod {
 
 // createPods creates n pods with creators concurrent clients and returns the wall time.
 func createPods(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) time.Duration {
+	took, _ := createPodsTimed(b, n, creators, pod)
+	return took
+}
+
+// createPodsTimed is createPods, with each creation's latency as the client saw it.
+func createPodsTimed(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) (time.Duration, []time.Duration) {
+	latencies := make([]time.Duration, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, creators)
@@ -320,10 +330,12 @@ func createPods(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) time
 				if i >= n {
 					return
 				}
-				if err := k8s.Create(ctx, pod(i)); err != nil {
+				p, sent := pod(i), time.Now()
+				if err := k8s.Create(ctx, p); err != nil {
 					errs <- err
 					return
 				}
+				latencies[i] = time.Since(sent)
 			}
 		}()
 	}
@@ -333,7 +345,49 @@ func createPods(b *testing.B, n, creators int, pod func(i int) *corev1.Pod) time
 	for err := range errs {
 		b.Fatalf("creating pods: %v", err)
 	}
-	return took
+	return took, latencies
+}
+
+// createPodsAt offers n creations at rate per second, each in its own request as a client
+// would send it whatever the answers (open loop, at most 200 in flight), and returns each
+// creation's latency as the client saw it and the rate achieved.
+func createPodsAt(b *testing.B, n int, rate float64, pod func(i int) *corev1.Pod) ([]time.Duration, float64) {
+	latencies := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	inFlight := make(chan struct{}, 200)
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		inFlight <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-inFlight; wg.Done() }()
+			p, sent := pod(i), time.Now()
+			if err := k8s.Create(ctx, p); err != nil {
+				errs <- err
+				return
+			}
+			latencies[i] = time.Since(sent)
+		}()
+	}
+	offered := time.Since(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("creating pods: %v", err)
+	}
+	return latencies, float64(n) / offered.Seconds()
+}
+
+// latencyQuantile is the q-quantile of latencies in milliseconds (nearest rank).
+func latencyQuantile(latencies []time.Duration, q float64) float64 {
+	if len(latencies) == 0 {
+		return math.NaN()
+	}
+	sorted := slices.Clone(latencies)
+	slices.Sort(sorted)
+	return float64(sorted[max(int(math.Ceil(q*float64(len(sorted))))-1, 0)]) / float64(time.Millisecond)
 }
 
 // readyWait bounds the wait for kwok to make a phase's pods Ready.
@@ -585,6 +639,10 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	oneOpLabels := map[string]string{"app": "throughput", oneOpPolicyLabel: "true"}
 	unselectedLabels := map[string]string{"app": "unselected", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, policyLabel: "true"}
 	oneOpPolicy(b, ns, oneOpLabels)
+	// The floor's pods are opted in (watched and counted, as policy mode's) and kept from every
+	// webhook (noopLabel, but a value the no-op webhook does not select).
+	floorLabels := map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue, noopLabel: "floor"}
+	floorPolicy(b, set, ns, floorLabels)
 	modes := []struct {
 		name, webhook string
 		pod           func(name string) *corev1.Pod
@@ -618,12 +676,18 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		// no SidecarSet selects, registered as policy mode's: the policy matches them but its
 		// binding does not, the webhook's matchCondition keeps them away, nothing changes them.
 		{"policy mode, not selected", routedWebhook, func(name string) *corev1.Pod { return benchPod(ns, name, unselectedLabels) }},
+		// The fair floor of policy mode: a MutatingAdmissionPolicy adding what policy mode adds to
+		// these pods (the same patch: the sidecar, the record), as constants, reading nothing of
+		// the pod, with no webhook registered for them.
+		{floorWay, "", func(name string) *corev1.Pod { return benchPod(ns, name, floorLabels) }},
 	}
 	pids := processes(b, op)
 	type result struct {
 		rate, calls, p50, p99 float64
-		statusWrites          float64 // the operator's status writes per pod
-		cpu                   map[string]float64
+		// createP50, createP99: the creations' latencies as the client saw them, ms.
+		createP50, createP99 float64
+		statusWrites         float64 // the operator's status writes per pod
+		cpu                  map[string]float64
 	}
 	results := map[string][]result{}
 	for rep := range sizes.reps {
@@ -638,7 +702,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				waitOperator := profileCPU(b, op.pprof, file+".operator.pprof", 2)
 				waitProfile = func() { waitServer(); waitOperator() }
 			}
-			took := createPods(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
+			took, latencies := createPodsTimed(b, sizes.webhookPods, sizes.creators, func(i int) *corev1.Pod {
 				pod := m.pod(fmt.Sprintf("p-%d-%d", rep, i))
 				if sizes.unscheduled {
 					pod.Spec.SchedulerName = "bench-unscheduled"
@@ -649,7 +713,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			waitProfile()
 			// Each way that changes pods is checked to have changed every one.
 			switch m.name {
-			case "ours", "policy mode":
+			case "ours", "policy mode", floorWay:
 				if n := countPods(b, ns, func(p *corev1.Pod) bool { return len(p.Spec.Containers) > 1 }); n != sizes.webhookPods {
 					b.Fatalf("%s: %d of %d pods injected", m.name, n, sizes.webhookPods)
 				}
@@ -664,7 +728,8 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 					b.Fatalf("%s: %d of %d pods left as created", m.name, n, sizes.webhookPods)
 				}
 			}
-			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{}}
+			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{},
+				createP50: latencyQuantile(latencies, 0.5), createP99: latencyQuantile(latencies, 0.99)}
 			writes := map[string]string{"resource": "sidecarsets", "subresource": "status"}
 			r.statusWrites = (sum(after, "apiserver_request_total", writes) - sum(before, "apiserver_request_total", writes)) / float64(sizes.webhookPods)
 			if m.webhook != "" {
@@ -677,8 +742,8 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 				r.cpu[name] = (cpuAfter[name] - cpuBefore[name]) / float64(sizes.webhookPods) * 1000
 			}
 			results[m.name] = append(results[m.name], r)
-			b.Logf("rep %d %-13s %7.1f pods/s  %.2f calls/pod  p50 %6.1f ms  p99 %6.1f ms  CPU ms/pod: operator %.2f, kube-apiserver %.2f, etcd %.2f; status writes/pod %.3f",
-				rep+1, m.name, r.rate, r.calls, r.p50, r.p99, r.cpu["operator"], r.cpu["kube-apiserver"], r.cpu["etcd"], r.statusWrites)
+			b.Logf("rep %d %-13s %7.1f pods/s  %.2f calls/pod  webhook p50 %6.1f ms  p99 %6.1f ms  create p50 %6.1f ms  p99 %6.1f ms  CPU ms/pod: operator %.2f, kube-apiserver %.2f, etcd %.2f; status writes/pod %.3f",
+				rep+1, m.name, r.rate, r.calls, r.p50, r.p99, r.createP50, r.createP99, r.cpu["operator"], r.cpu["kube-apiserver"], r.cpu["etcd"], r.statusWrites)
 			b.Logf("rep %d %-13s requests per pod: %s", rep+1, m.name, requestsPerPod(before, after, sizes.webhookPods))
 		}
 	}
@@ -743,6 +808,127 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		median(unselected, rate), median(unselected, rate)/median("no webhook", rate), median(pm, rate)/median(unselected, rate),
 		median(unselected, func(r result) float64 { return r.calls }), median(unselected, apiCPU), median(pm, apiCPU), median(unselected, opCPU), median(pm, opCPU))
 	b.ReportMetric(median(pm, rate)/median(unselected, rate), "policy/not-selected-throughput")
+	createP99 := func(r result) float64 { return r.createP99 }
+	createP50 := func(r result) float64 { return r.createP50 }
+	ratio, p99Ratio := median(pm, rate)/median(floorWay, rate), median(pm, createP99)/median(floorWay, createP99)
+	b.Logf("policy mode against its floor (a policy adding the same sidecar as constants, reading nothing of the pod): floor %.1f pods/s, policy mode %.1f = %.2fx "+
+		"(goal >= %.2fx: %s); create p50 policy mode/floor %.1f/%.1f ms, p99 %.1f/%.1f ms = %.2fx (goal <= %.2fx: %s); CPU ms/pod kube-apiserver policy mode/floor %.2f/%.2f, operator %.2f/%.2f",
+		median(floorWay, rate), median(pm, rate), ratio, policyFloorGoal, verdict(ratio >= policyFloorGoal),
+		median(pm, createP50), median(floorWay, createP50), median(pm, createP99), median(floorWay, createP99), p99Ratio, policyFloorP99Goal, verdict(p99Ratio <= policyFloorP99Goal),
+		median(pm, apiCPU), median(floorWay, apiCPU), median(pm, opCPU), median(floorWay, opCPU))
+	b.ReportMetric(ratio, "policy/floor-throughput")
+	b.ReportMetric(p99Ratio, "policy/floor-create-p99")
+	if sizes.objectiveSeconds > 0 {
+		checkAdmissionObjective(b, ns, sizes, noopLabels, oursLabels)
+	}
+}
+
+// The admission objective (docs/benchmarks.md): what the webhook adds to a pod creation's
+// latency over a no-op webhook, at every offered load of objectiveRates, on the benchmark's
+// cluster (2 cores shared by the control plane and the operator), and the webhook's own p99 as
+// the API server measures it (apiserver_admission_webhook_admission_duration_seconds, the
+// figure an alert reads).
+const (
+	objectiveAddedP50, objectiveAddedP99 = 5.0, 25.0 // ms added to a creation's latency
+	objectiveWebhookP99                  = 100.0     // ms, the API server's histogram
+)
+
+var objectiveRates = []float64{50, 100, 200}
+
+// checkAdmissionObjective offers each rate of pod creations for sizes.objectiveSeconds, with
+// the no-op webhook and with ours (interleaved, the namespace emptied between them), and
+// prints each latency and the check against the objective.
+func checkAdmissionObjective(b *testing.B, ns string, sizes scaleSizes, noopLabels, oursLabels map[string]string) {
+	type way struct {
+		name, webhook string
+		labels        map[string]string
+	}
+	ways := []way{{"no-op webhook", "noop.bench.sidecarset.io", noopLabels}, {"ours", "inject.sidecarset.io", oursLabels}}
+	met := true
+	for _, rate := range objectiveRates {
+		n := int(rate) * sizes.objectiveSeconds
+		var create [2][2]float64 // way, p50/p99
+		var hook [2]float64      // way, the webhook's p99
+		for w, wy := range ways {
+			emptyNamespace(b, ns)
+			before := families(b, "")
+			latencies, achieved := createPodsAt(b, n, rate, func(i int) *corev1.Pod {
+				pod := benchPod(ns, fmt.Sprintf("o-%d-%d", int(rate), i), wy.labels)
+				if sizes.unscheduled {
+					pod.Spec.SchedulerName = "bench-unscheduled"
+				}
+				return pod
+			})
+			after := families(b, "")
+			want := map[string]string{"name": wy.webhook, "operation": "CREATE"}
+			h := histogramOf(after, "apiserver_admission_webhook_admission_duration_seconds", want).
+				minus(histogramOf(before, "apiserver_admission_webhook_admission_duration_seconds", want))
+			create[w] = [2]float64{latencyQuantile(latencies, 0.5), latencyQuantile(latencies, 0.99)}
+			hook[w] = h.quantile(0.99) * 1000
+			b.Logf("objective: %3.0f pods/s offered (%.1f achieved), %-13s create p50 %6.1f ms  p99 %6.1f ms; webhook p50 %6.1f ms  p99 %6.1f ms (API server's histogram)",
+				rate, achieved, wy.name, create[w][0], create[w][1], h.quantile(0.5)*1000, hook[w])
+		}
+		added50, added99 := create[1][0]-create[0][0], create[1][1]-create[0][1]
+		ok := added50 <= objectiveAddedP50 && added99 <= objectiveAddedP99 && hook[1] <= objectiveWebhookP99
+		met = met && ok
+		b.Logf("objective at %3.0f pods/s: ours adds %+.1f ms at p50 (objective <= %.0f), %+.1f ms at p99 (objective <= %.0f); its p99 as the API server measures it %.1f ms (objective <= %.0f): %s",
+			rate, added50, objectiveAddedP50, added99, objectiveAddedP99, hook[1], objectiveWebhookP99, verdict(ok))
+		b.ReportMetric(added99, fmt.Sprintf("added-create-p99-ms@%.0f/s", rate))
+	}
+	b.Logf("admission objective: %s", verdict(met))
+	emptyNamespace(b, ns)
+}
+
+const (
+	// floorWay is policy mode's fair floor (floorPolicy).
+	floorWay = "policy floor"
+	// policyFloorGoal is the least policy mode's creation rate may be, as a share of its
+	// floor's in the same run; policyFloorP99Goal the most its creations' p99 latency may be.
+	policyFloorGoal, policyFloorP99Goal = 0.95, 1.10
+)
+
+// verdict says whether a goal is met.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// floorPolicy registers policy mode's fair floor for the pods labelled as labels: a
+// MutatingAdmissionPolicy whose JSON patch is the webhook's for such a pod (the bench set's
+// sidecar and record), as constants (policy.ConstantPatch), reading nothing of the pod. It
+// returns once the API server runs it.
+func floorPolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels map[string]string) {
+	compiled, err := inject.Compile(set)
+	must(b, err)
+	res, err := inject.Apply(inject.Input{Pod: benchPod(ns, "", labels), Sets: []*inject.CompiledSet{compiled}})
+	must(b, err)
+	if len(res.Injected) != 1 {
+		b.Fatalf("the bench set does not inject the floor's pods: %v", res.Skipped)
+	}
+	expr, err := policy.ConstantPatch(res.Patch())
+	must(b, err)
+	fail := admissionregistrationv1.Fail
+	pol := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{noopLabel: labels[noopLabel]}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}}},
+			},
+			Mutations:          []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeJSONPatch, JSONPatch: &admissionregistrationv1.JSONPatch{Expression: expr}}},
+			FailurePolicy:      &fail,
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		}}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: pol.Name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: pol.Name}}
+	startPolicy(b, "the floor policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
+		return len(pod.Spec.Containers) == 2 && pod.Annotations[appsv1alpha1.StatusAnnotation] != "",
+			fmt.Sprintf("%d containers, annotations %v", len(pod.Spec.Containers), pod.Annotations)
+	}, pol, binding)
 }
 
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
