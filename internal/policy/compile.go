@@ -514,18 +514,19 @@ func clash(spec *appsv1alpha1.SidecarSetSpec, volumes []corev1.Volume, external 
 			hostPorts = hostPorts || p.HostPort != 0
 		}
 	}
-	podContainers := "object.spec.containers.map(c, c.name) + (has(object.spec.initContainers) ? object.spec.initContainers.map(c, c.name) : [])"
+	// The pod's lists are walked once each, and no list of their names is built: this runs
+	// for every pod the policy sees, in the API server.
 	podVolumes := "(has(object.spec.volumes) ? object.spec.volumes.map(v, v.name) : [])"
 	terms := []string{
 		"!has(object.spec.containers) || object.spec.containers.size() == 0",
-		fmt.Sprintf("%s.exists(n, n in %s)", quoteAll(names), podContainers),
+		fmt.Sprintf("object.spec.containers.exists(c, c.name in %[1]s) || has(object.spec.initContainers) && object.spec.initContainers.exists(c, c.name in %[1]s)", quoteAll(names)),
 	}
 	if len(volumes) > 0 {
 		added := make([]string, len(volumes))
 		for i, v := range volumes {
 			added[i] = v.Name
 		}
-		terms = append(terms, fmt.Sprintf("%s.exists(n, n in %s)", quoteAll(added), podVolumes))
+		terms = append(terms, fmt.Sprintf("has(object.spec.volumes) && object.spec.volumes.exists(v, v.name in %s)", quoteAll(added)))
 	}
 	if len(external) > 0 {
 		terms = append(terms, fmt.Sprintf("!%s.all(n, n in %s)", quoteAll(external), podVolumes))

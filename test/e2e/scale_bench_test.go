@@ -58,6 +58,9 @@ type scaleSizes struct {
 	// objectiveSeconds (SIDECARSET_SCALE_OBJECTIVE_SECONDS): how long each offered load of the
 	// admission objective's check lasts; 0 skips the check.
 	objectiveSeconds int
+	// ways (SIDECARSET_SCALE_WAYS): the throughput phase's ways to run, by name, comma
+	// separated; all when empty (the summaries of ways not run say NaN).
+	ways []string
 }
 
 func scaleSizesFromEnv(b *testing.B) scaleSizes {
@@ -77,6 +80,9 @@ func scaleSizesFromEnv(b *testing.B) scaleSizes {
 		}
 	}
 	s.profileDir = os.Getenv("SIDECARSET_SCALE_PROFILE_DIR")
+	if v := os.Getenv("SIDECARSET_SCALE_WAYS"); v != "" {
+		s.ways = strings.Split(v, ",")
+	}
 	s.unscheduled = os.Getenv("SIDECARSET_SCALE_UNSCHEDULED") == "1"
 	return s
 }
@@ -692,6 +698,9 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	results := map[string][]result{}
 	for rep := range sizes.reps {
 		for _, m := range modes {
+			if len(sizes.ways) > 0 && !slices.Contains(sizes.ways, m.name) {
+				continue
+			}
 			emptyNamespace(b, ns)
 			before, cpuBefore := families(b, ""), cpuOf(b, pids)
 			waitProfile := func() {}
@@ -753,6 +762,9 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		var xs []float64
 		for _, r := range results[mode] {
 			xs = append(xs, f(r))
+		}
+		if len(xs) == 0 {
+			return math.NaN() // a way not run
 		}
 		sort.Float64s(xs)
 		return xs[len(xs)/2]
@@ -823,16 +835,19 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 	}
 }
 
-// The admission objective (docs/benchmarks.md): what the webhook adds to a pod creation's
-// latency over a no-op webhook, at every offered load of objectiveRates, on the benchmark's
-// cluster (2 cores shared by the control plane and the operator), and the webhook's own p99 as
-// the API server measures it (apiserver_admission_webhook_admission_duration_seconds, the
-// figure an alert reads).
+// The admission objective (docs/benchmarks.md): at every offered load up to objectiveRate pod
+// creations per second, on the benchmark's cluster (2 cores shared by the control plane and the
+// operator), what the webhook adds to a creation's latency over a no-op webhook, and the
+// webhook's own p99 as the API server measures it
+// (apiserver_admission_webhook_admission_duration_seconds, the figure an alert reads).
 const (
-	objectiveAddedP50, objectiveAddedP99 = 5.0, 25.0 // ms added to a creation's latency
-	objectiveWebhookP99                  = 100.0     // ms, the API server's histogram
+	objectiveAddedP50, objectiveAddedP99 = 10.0, 50.0 // ms added to a creation's latency
+	objectiveWebhookP99                  = 100.0      // ms, the API server's histogram
+	objectiveRate                        = 50.0       // pods/s
 )
 
+// objectiveRates are the offered loads measured; those above objectiveRate are measured and
+// printed, not checked.
 var objectiveRates = []float64{50, 100, 200}
 
 // checkAdmissionObjective offers each rate of pod creations for sizes.objectiveSeconds, with
@@ -870,12 +885,18 @@ func checkAdmissionObjective(b *testing.B, ns string, sizes scaleSizes, noopLabe
 		}
 		added50, added99 := create[1][0]-create[0][0], create[1][1]-create[0][1]
 		ok := added50 <= objectiveAddedP50 && added99 <= objectiveAddedP99 && hook[1] <= objectiveWebhookP99
-		met = met && ok
+		outcome := verdict(ok)
+		if rate > objectiveRate {
+			outcome = fmt.Sprintf("above the objective's %.0f pods/s: not checked", objectiveRate)
+		} else {
+			met = met && ok
+		}
 		b.Logf("objective at %3.0f pods/s: ours adds %+.1f ms at p50 (objective <= %.0f), %+.1f ms at p99 (objective <= %.0f); its p99 as the API server measures it %.1f ms (objective <= %.0f): %s",
-			rate, added50, objectiveAddedP50, added99, objectiveAddedP99, hook[1], objectiveWebhookP99, verdict(ok))
+			rate, added50, objectiveAddedP50, added99, objectiveAddedP99, hook[1], objectiveWebhookP99, outcome)
 		b.ReportMetric(added99, fmt.Sprintf("added-create-p99-ms@%.0f/s", rate))
 	}
-	b.Logf("admission objective: %s", verdict(met))
+	b.Logf("admission objective (up to %.0f pods/s: at most %+.0f ms at p50 and %+.0f ms at p99 over a no-op webhook, its own p99 at most %.0f ms): %s",
+		objectiveRate, objectiveAddedP50, objectiveAddedP99, objectiveWebhookP99, verdict(met))
 	emptyNamespace(b, ns)
 }
 
