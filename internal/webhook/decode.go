@@ -79,14 +79,18 @@ type review struct {
 }
 
 // requestSlot holds a review's request as a pointer to it would, given the body for podObject.
+// A null request is noted: controller-runtime decodes into a request it holds before it
+// decodes, and a null there leaves what follows to another one, so the handler sees an empty
+// request; such a review is left to it (decodeReview).
 type requestSlot struct {
 	body []byte
 	req  *reviewRequest
+	null bool
 }
 
 func (s *requestSlot) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if dec.PeekKind() == 'n' {
-		s.req = nil
+		s.req, s.null = nil, true
 		_, err := dec.ReadToken()
 		return err
 	}
@@ -158,7 +162,7 @@ func decodeReview(body []byte) (admission.Request, schema.GroupVersionKind, *hea
 		return admission.Request{}, schema.GroupVersionKind{}, nil, fmt.Errorf("%w: %w", errNotPlain, err)
 	}
 	gvk, known := reviewKinds[rv.APIVersion]
-	if !known || rv.Kind != "AdmissionReview" || rv.Request.req == nil || len(rv.Other) > 0 || rv.Request.req.Object.reads > 1 {
+	if !known || rv.Kind != "AdmissionReview" || rv.Request.req == nil || rv.Request.null || len(rv.Other) > 0 || rv.Request.req.Object.reads > 1 {
 		return admission.Request{}, schema.GroupVersionKind{}, nil, errNotPlain
 	}
 	in := rv.Request.req

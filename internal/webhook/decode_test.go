@@ -205,6 +205,7 @@ func FuzzDecodeReview(f *testing.F) {
 	}
 	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","object":{"a":[1,{"b":"}"}]}}}`))
 	f.Add([]byte(`{"kind":"AdmissionReview","KIND":"x","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","UID":"2","uid":"3"}}`))
+	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":null,"request":{"uid":"1","operation":"CREATE","object":{"metadata":{"name":"p"},"spec":{"containers":[{"name":"a"}]}}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ours, gvk, head, err := decodeReview(body)
 		if err != nil {
