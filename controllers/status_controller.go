@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -228,6 +230,29 @@ func (r *StatusReconciler) storedRevision(ctx context.Context, failed *error) fu
 	}
 }
 
+// statusRetryMax is the longest a set whose status write failed waits for the next try.
+const statusRetryMax = time.Second
+
+// statusRetries is how the status controller retries a set whose status write failed: soon,
+// however many writes failed before. A write fails on a conflict (the cache is behind the set,
+// which others write too) or on an API server too busy to take it, both most likely during a
+// burst of pod events; the status is due within StatusInterval of the last pod event, and
+// controller-runtime's default per-set backoff (doubling from 5 ms up to 1,000 s) would, after a
+// burst of failures, leave a set's status stale for minutes once the pod events stop. The
+// overall bucket (10 retries a second, 100 at once), as the default's, keeps a failing API
+// server from being asked more often.
+func statusRetries() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, statusRetryMax),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)})
+}
+
+// statusControllerOptions are the status controller's: workers at once, retried by
+// statusRetries.
+func statusControllerOptions(workers int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: statusRetries()}
+}
+
 // SetupWithManager registers the reconciler and its watches.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := r.Workers
@@ -236,7 +261,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(statusControllerOptions(workers)).
 		// Spec changes and others' status writes; our own status writes are recognised and
 		// cause no reconcile (see lastStatusWrites).
 		For(&appsv1alpha1.SidecarSet{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.lastWrites.notOwnWrite})).
