@@ -595,27 +595,34 @@ func startPolicy(b *testing.B, what string, probe *corev1.Pod, applied func(*cor
 // (patchedAnnotation) to the pods labelled oneOpPolicyLabel. It returns once the API server
 // runs it.
 func oneOpPolicy(b *testing.B, ns string, labels map[string]string) {
+	pol, binding := podPolicy("bench-one-op", map[string]string{oneOpPolicyLabel: "true"},
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {"`+patchedAnnotation+`": "true"}}]`)
+	startPolicy(b, "the one-op policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
+		return pod.Annotations[patchedAnnotation] == "true", fmt.Sprintf("annotations %v", pod.Annotations)
+	}, pol, binding)
+}
+
+// podPolicy is a MutatingAdmissionPolicy, and its binding, applying the JSON patch expression to
+// the pods created with the labels of selector.
+func podPolicy(name string, selector map[string]string, expression string) (*admissionregistrationv1.MutatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
 	fail := admissionregistrationv1.Fail
-	pol := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench-one-op"},
+	pol := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{oneOpPolicyLabel: "true"}},
+				ObjectSelector: &metav1.LabelSelector{MatchLabels: selector},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 				}}},
 			},
 			Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeJSONPatch,
-				JSONPatch: &admissionregistrationv1.JSONPatch{
-					Expression: `[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + patchedAnnotation + `": "true"}}]`}}},
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: expression}}},
 			FailurePolicy:      &fail,
 			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
 		}}
-	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: pol.Name},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: pol.Name}}
-	startPolicy(b, "the one-op policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
-		return pod.Annotations[patchedAnnotation] == "true", fmt.Sprintf("annotations %v", pod.Annotations)
-	}, pol, binding)
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name}}
+	return pol, binding
 }
 
 // countPods is the number of pods in ns for which is holds.
@@ -930,22 +937,7 @@ func floorPolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels m
 	}
 	expr, err := policy.ConstantPatch(res.Patch())
 	must(b, err)
-	fail := admissionregistrationv1.Fail
-	pol := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{noopLabel: labels[noopLabel]}},
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-				}}},
-			},
-			Mutations:          []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeJSONPatch, JSONPatch: &admissionregistrationv1.JSONPatch{Expression: expr}}},
-			FailurePolicy:      &fail,
-			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
-		}}
-	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: pol.Name},
-		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: pol.Name}}
+	pol, binding := podPolicy("bench-floor", map[string]string{noopLabel: labels[noopLabel]}, expr)
 	startPolicy(b, "the floor policy", benchPod(ns, "dry-run", labels), func(pod *corev1.Pod) (bool, string) {
 		return len(pod.Spec.Containers) == 2 && pod.Annotations[appsv1alpha1.StatusAnnotation] != "",
 			fmt.Sprintf("%d containers, annotations %v", len(pod.Spec.Containers), pod.Annotations)
