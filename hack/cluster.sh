@@ -18,6 +18,10 @@
 # checking theirs against the cluster CA.
 # SIDECARSET_APISERVER_PROFILING=true serves the API server's /debug/pprof (make bench-scale's
 # SIDECARSET_SCALE_PROFILE_DIR reads it); off by default, as in production.
+# SIDECARSET_KWOK_NODE_LEASE_SECONDS (default 40) is the node lease kwok keeps for each of its
+# nodes, renewed every quarter of it; when set, the controller manager waits as long before it
+# calls a node unreachable. make bench-envelope raises it so that thousands of nodes' heartbeats
+# do not take the cores the measured work needs.
 set -euo pipefail
 LOG_PREFIX=cluster
 # shellcheck source=hack/lib/common.sh
@@ -26,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 TIMEOUT=${SIDECARSET_CLUSTER_TIMEOUT:-60}
 APISERVER_PROFILING=${SIDECARSET_APISERVER_PROFILING:-false}
 REAL_NODE=${SIDECARSET_REAL_NODE:-false}
+NODE_LEASE_SECONDS=${SIDECARSET_KWOK_NODE_LEASE_SECONDS:-40}
 NODE_NAME=kwok-node-0
 
 usage() {
@@ -138,11 +143,13 @@ start_components() {
     real_node_flags=(--kubelet-preferred-address-types=InternalIP --kubelet-certificate-authority="$c/ca.crt"
       --kubelet-client-certificate="$c/apiserver-kubelet-client.crt" --kubelet-client-key="$c/apiserver-kubelet-client.key")
   fi
+  # etcd's largest recommended quota, 8 GiB (its default is 2): make bench-envelope's 150,000
+  # pods and their writes come near the default.
   launch etcd "127.0.0.1:$ETCD_PORT" etcd_healthy -- \
     "$BIN_DIR/etcd" --name=local --data-dir="$STATE_DIR/etcd" \
     --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync
+    --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --quota-backend-bytes=8589934592
 
   # --endpoint-reconciler-type=none: otherwise the API server refuses a loopback advertise address.
   launch kube-apiserver "127.0.0.1:$APISERVER_PORT" apiserver_ready -- \
@@ -156,13 +163,17 @@ start_components() {
     --enable-admission-plugins=ServiceAccount,LimitRanger,AlwaysPullImages,PodSecurity \
     --profiling="$APISERVER_PROFILING" "${real_node_flags[@]}"
 
+  local grace_flags=()
+  if [[ -n ${SIDECARSET_KWOK_NODE_LEASE_SECONDS:-} ]]; then
+    grace_flags=(--node-monitor-grace-period="${NODE_LEASE_SECONDS}s")
+  fi
   launch kube-controller-manager "127.0.0.1:$CONTROLLER_MANAGER_PORT" \
     http_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" -- \
     "$BIN_DIR/kube-controller-manager" --kubeconfig="$k" \
     --authentication-kubeconfig="$k" --authorization-kubeconfig="$k" \
     --leader-elect=false --bind-address=127.0.0.1 --secure-port="$CONTROLLER_MANAGER_PORT" \
     --root-ca-file="$c/ca.crt" --service-account-private-key-file="$c/sa.key" \
-    --cluster-signing-cert-file="$c/ca.crt" --cluster-signing-key-file="$c/ca.key" --profiling=false
+    --cluster-signing-cert-file="$c/ca.crt" --cluster-signing-key-file="$c/ca.key" --profiling=false "${grace_flags[@]}"
 
   launch kube-scheduler "127.0.0.1:$SCHEDULER_PORT" \
     http_ok -k "https://127.0.0.1:$SCHEDULER_PORT/readyz" -- \
@@ -175,7 +186,7 @@ start_components() {
     "$BIN_DIR/kwok" --kubeconfig="$k" --config="$BIN_DIR/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --config="$REPO_ROOT/hack/kwok/sidecar-update-stages.yaml" \
-    --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KWOK_PORT" --cidr=10.244.0.0/16
+    --node-lease-duration-seconds="$NODE_LEASE_SECONDS" --server-address="127.0.0.1:$KWOK_PORT" --cidr=10.244.0.0/16
 }
 
 create_node() {

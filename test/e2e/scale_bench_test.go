@@ -30,7 +30,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -162,8 +166,14 @@ func freePort(b *testing.B) int {
 // startScaleOperator replaces the suite's replica by one that serves metrics over plain HTTP.
 func startScaleOperator(b *testing.B) scaleOperator {
 	must(b, run("operator-stop", "--all"))
+	return startScaleReplica(b, "scale")
+}
+
+// startScaleReplica starts a replica that serves metrics over plain HTTP beside any running,
+// and stops it when the benchmark ends.
+func startScaleReplica(b *testing.B, name string) scaleOperator {
 	port, pprofPort := freePort(b), freePort(b)
-	op := scaleOperator{name: "scale", metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
+	op := scaleOperator{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
 		pprof: fmt.Sprintf("http://127.0.0.1:%d", pprofPort)}
 	must(b, run("operator-start", op.name, "--leader-elect", "--leader-election-namespace", operatorNamespace,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
@@ -955,11 +965,16 @@ type statusWatch struct {
 	pods       toolscache.SharedIndexInformer
 }
 
-func watchStatus(b *testing.B, ns string) *statusWatch {
+func watchStatus(b *testing.B, ns string) *statusWatch { return watchPods(b, ns, "") }
+
+// watchPods is watchStatus over the pods a label selector selects, in every namespace when ns
+// is "".
+func watchPods(b *testing.B, ns, selector string) *statusWatch {
 	cs, err := kubernetes.NewForConfig(restConfig)
 	must(b, err)
 	w := &statusWatch{lastStatus: map[string]time.Time{}, stop: make(chan struct{})}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	w.pods = factory.Core().V1().Pods().Informer()
 	touch := func(any) {
 		w.mu.Lock()
@@ -970,10 +985,37 @@ func watchStatus(b *testing.B, ns string) *statusWatch {
 	_, err = w.pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: touch,
 		UpdateFunc: func(_, n any) { touch(n) }, DeleteFunc: touch})
 	must(b, err)
+	// When each set's status last changed, as this process saw it: a status's managed-fields time
+	// has whole seconds only.
+	dyn, err := dynamic.NewForConfig(restConfig)
+	must(b, err)
+	setFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	sets := setFactory.ForResource(appsv1alpha1.GroupVersion.WithResource("sidecarsets")).Informer()
+	_, err = sets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
+		was, now := o.(*unstructured.Unstructured), n.(*unstructured.Unstructured)
+		if !equality.Semantic.DeepEqual(was.Object["status"], now.Object["status"]) {
+			w.mu.Lock()
+			w.lastStatus[now.GetName()] = time.Now()
+			w.mu.Unlock()
+		}
+	}})
+	must(b, err)
 	factory.Start(w.stop)
+	setFactory.Start(w.stop)
 	b.Cleanup(func() { close(w.stop) })
-	toolscache.WaitForCacheSync(w.stop, w.pods.HasSynced)
+	toolscache.WaitForCacheSync(w.stop, w.pods.HasSynced, sets.HasSynced)
 	return w
+}
+
+// statusAt is when this process last saw set's status change, or when the status was last
+// written (to the second) if it has not seen it change.
+func (w *statusWatch) statusAt(set *appsv1alpha1.SidecarSet) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at, ok := w.lastStatus[set.Name]; ok {
+		return at
+	}
+	return statusChangedAt(set)
 }
 
 func (w *statusWatch) snapshot() (time.Time, int) {
@@ -998,7 +1040,7 @@ func (w *statusWatch) settle(b *testing.B, sets []*appsv1alpha1.SidecarSet, quie
 			must(b, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
 			got := counts{cur.Status.MatchedPods, cur.Status.UpdatedPods, cur.Status.ReadyPods, cur.Status.UpdatedReadyPods}
 			if got == want {
-				if t := statusChangedAt(&cur); t.After(exactAt) {
+				if t := w.statusAt(&cur); t.After(exactAt) {
 					exactAt = t
 				}
 				return true, ""
