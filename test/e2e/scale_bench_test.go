@@ -30,7 +30,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -317,6 +316,23 @@ func (h histogram) quantile(q float64) float64 {
 		lower, below = bound, h.counts[i]
 	}
 	return lower
+}
+
+// bucket names the bucket the q-quantile falls in, in milliseconds ("(100, 500] ms"): what the
+// histogram knows of it, interpolation aside.
+func (h histogram) bucket(q float64) string {
+	rank := q * h.count
+	lower := 0.0
+	for i, bound := range h.bounds {
+		if h.count > 0 && h.counts[i] >= rank {
+			if math.IsInf(bound, 1) {
+				return fmt.Sprintf("(%g, +Inf) ms", lower*1000)
+			}
+			return fmt.Sprintf("(%g, %g] ms", lower*1000, bound*1000)
+		}
+		lower = bound
+	}
+	return "no samples"
 }
 
 // benchPod is a minimal pod of the kwok node with the given labels.
@@ -957,12 +973,12 @@ func floorPolicy(b *testing.B, set *appsv1alpha1.SidecarSet, ns string, labels m
 // statusWatch follows pods and SidecarSets: when each pod last changed, and when each set's
 // status last changed.
 type statusWatch struct {
-	mu         sync.Mutex
-	lastPod    time.Time
-	podEvents  int
-	lastStatus map[string]time.Time
-	stop       chan struct{}
-	pods       toolscache.SharedIndexInformer
+	mu        sync.Mutex
+	lastPod   time.Time
+	podEvents int
+	status    map[string]seenStatus // by set name
+	stop      chan struct{}
+	pods      toolscache.SharedIndexInformer
 }
 
 func watchStatus(b *testing.B, ns string) *statusWatch { return watchPods(b, ns, "") }
@@ -972,7 +988,7 @@ func watchStatus(b *testing.B, ns string) *statusWatch { return watchPods(b, ns,
 func watchPods(b *testing.B, ns, selector string) *statusWatch {
 	cs, err := kubernetes.NewForConfig(restConfig)
 	must(b, err)
-	w := &statusWatch{lastStatus: map[string]time.Time{}, stop: make(chan struct{})}
+	w := &statusWatch{status: map[string]seenStatus{}, stop: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	w.pods = factory.Core().V1().Pods().Informer()
@@ -985,20 +1001,33 @@ func watchPods(b *testing.B, ns, selector string) *statusWatch {
 	_, err = w.pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: touch,
 		UpdateFunc: func(_, n any) { touch(n) }, DeleteFunc: touch})
 	must(b, err)
-	// When each set's status last changed, as this process saw it: a status's managed-fields time
-	// has whole seconds only.
+	// Each set's counts with when this process saw them (a status's managed-fields time has
+	// whole seconds only): a status seen in the first listing has no time, one seen changing the
+	// time it arrived.
 	dyn, err := dynamic.NewForConfig(restConfig)
 	must(b, err)
 	setFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	sets := setFactory.ForResource(appsv1alpha1.GroupVersion.WithResource("sidecarsets")).Informer()
-	_, err = sets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
-		was, now := o.(*unstructured.Unstructured), n.(*unstructured.Unstructured)
-		if !equality.Semantic.DeepEqual(was.Object["status"], now.Object["status"]) {
-			w.mu.Lock()
-			w.lastStatus[now.GetName()] = time.Now()
-			w.mu.Unlock()
+	see := func(obj any, at time.Time) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
 		}
-	}})
+		field := func(name string) int32 {
+			v, _, _ := unstructured.NestedInt64(u.Object, "status", name)
+			return int32(v)
+		}
+		c := counts{field("matchedPods"), field("updatedPods"), field("readyPods"), field("updatedReadyPods")}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if was, ok := w.status[u.GetName()]; !ok || was.counts != c {
+			w.status[u.GetName()] = seenStatus{counts: c, at: at}
+		}
+	}
+	_, err = sets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { see(obj, time.Time{}) },
+		UpdateFunc: func(_, obj any) { see(obj, time.Now()) },
+	})
 	must(b, err)
 	factory.Start(w.stop)
 	setFactory.Start(w.stop)
@@ -1007,15 +1036,18 @@ func watchPods(b *testing.B, ns, selector string) *statusWatch {
 	return w
 }
 
-// statusAt is when this process last saw set's status change, or when the status was last
-// written (to the second) if it has not seen it change.
-func (w *statusWatch) statusAt(set *appsv1alpha1.SidecarSet) time.Time {
+// seenStatus is a set's counts as the watch last saw them change, and when (zero for counts
+// seen in the first listing).
+type seenStatus struct {
+	counts counts
+	at     time.Time
+}
+
+func (w *statusWatch) seen(name string) (seenStatus, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if at, ok := w.lastStatus[set.Name]; ok {
-		return at
-	}
-	return statusChangedAt(set)
+	s, ok := w.status[name]
+	return s, ok
 }
 
 func (w *statusWatch) snapshot() (time.Time, int) {
@@ -1027,42 +1059,43 @@ func (w *statusWatch) snapshot() (time.Time, int) {
 // settle waits until no pod event came for quiet, then until every set's status shows the
 // counts the pods give, and returns how long after the last pod event the last set got there.
 func (w *statusWatch) settle(b *testing.B, sets []*appsv1alpha1.SidecarSet, quiet time.Duration) time.Duration {
-	eventually(b, 15*time.Minute, "pod events to stop", func() (bool, string) {
-		last, n := w.snapshot()
-		return time.Since(last) > quiet, fmt.Sprintf("%d events, last %s ago", n, time.Since(last))
-	})
-	last, _ := w.snapshot()
-	var exactAt time.Time
-	for _, set := range sets {
-		want := w.expected(set)
-		eventually(b, 2*time.Minute, "status of "+set.Name, func() (bool, string) {
-			var cur appsv1alpha1.SidecarSet
-			must(b, k8s.Get(ctx, client.ObjectKeyFromObject(set), &cur))
-			got := counts{cur.Status.MatchedPods, cur.Status.UpdatedPods, cur.Status.ReadyPods, cur.Status.UpdatedReadyPods}
-			if got == want {
-				if t := w.statusAt(&cur); t.After(exactAt) {
-					exactAt = t
-				}
-				return true, ""
-			}
-			return false, fmt.Sprintf("%+v, want %+v", got, want)
-		})
-	}
-	if exactAt.Before(last) {
-		return 0
-	}
-	return exactAt.Sub(last)
+	lag, _ := w.settleAt(b, sets, quiet)
+	return lag
 }
 
-// statusChangedAt is when the set's status was last written, from its managed fields.
-func statusChangedAt(set *appsv1alpha1.SidecarSet) time.Time {
-	var at time.Time
-	for _, mf := range set.ManagedFields {
-		if mf.Subresource == "status" && mf.Time != nil && mf.Time.After(at) {
-			at = mf.Time.Time
+// settleAt is settle, with when the last set's status got there. Counts are compared as the
+// watch saw them arrive, with the time they arrived; a pod event while the sets are checked
+// starts it over.
+func (w *statusWatch) settleAt(b *testing.B, sets []*appsv1alpha1.SidecarSet, quiet time.Duration) (time.Duration, time.Time) {
+	for {
+		eventually(b, 15*time.Minute, "pod events to stop", func() (bool, string) {
+			last, n := w.snapshot()
+			return time.Since(last) > quiet, fmt.Sprintf("%d events, last %s ago", n, time.Since(last))
+		})
+		last, events := w.snapshot()
+		var exactAt time.Time
+		for _, set := range sets {
+			want := w.expected(set)
+			eventually(b, 2*time.Minute, "status of "+set.Name, func() (bool, string) {
+				got, ok := w.seen(set.Name)
+				if ok && got.counts == want {
+					if got.at.After(exactAt) {
+						exactAt = got.at
+					}
+					return true, ""
+				}
+				return false, fmt.Sprintf("%+v, want %+v", got.counts, want)
+			})
 		}
+		if _, now := w.snapshot(); now != events {
+			continue
+		}
+		// A last pod event that changed no count needs no status write.
+		if exactAt.Before(last) {
+			return 0, last
+		}
+		return exactAt.Sub(last), exactAt
 	}
-	return at
 }
 
 // expected counts what the set's status should say from the watched pods.
