@@ -137,9 +137,7 @@ func benchEnvelope(b *testing.B, op scaleOperator, s envelopeSizes) {
 		return p
 	})
 	api1 := families(b, "")
-	hookWant := map[string]string{"name": "inject.sidecarset.io", "operation": "CREATE"}
-	hook := histogramOf(api1, "apiserver_admission_webhook_admission_duration_seconds", hookWant).
-		minus(histogramOf(api0, "apiserver_admission_webhook_admission_duration_seconds", hookWant))
+	hook := admissions(api0, api1, "inject.sidecarset.io")
 	say(b, "burst: %d opted-in pods created in %s (%.0f pods/s, %d creators) on %d nodes, beside %d pods not opted in (unscheduled); create p50 %.1f ms, p99 %.1f ms (as the client saw them); webhook p50 %.1f ms, p99 %.1f ms (interpolated in the API server's histogram: p99 in %s); %s",
 		s.optedIn, took.Round(time.Second), float64(s.optedIn)/took.Seconds(), s.creators, len(nodes), others,
 		latencyQuantile(latencies, 0.5), latencyQuantile(latencies, 0.99), hook.quantile(0.5)*1000, hook.quantile(0.99)*1000, hook.bucket(0.99), footprint(b, pids))
@@ -147,12 +145,11 @@ func benchEnvelope(b *testing.B, op scaleOperator, s envelopeSizes) {
 	_, events1 := w.snapshot()
 	ops1, cpu1 := families(b, op.metrics), cpuOf(b, pids)
 	events := float64(events1 - events0)
-	reconcile := map[string]string{"controller": "sidecarset"}
+	reconciles, reconcileSec := reconcilesPer(ops0, ops1, events)
 	liveHeap := heap(b, op)
 	say(b, "status exact %s after the last pod event (kwok's making them Ready); per pod event (%d): %.3f reconciles, %.1f µs reconciling, %.1f µs operator CPU (its webhook included); operator heap %.0f MiB (%.1f KiB per opted-in pod, its base included)",
 		createLag.Round(time.Millisecond), int(events),
-		(sum(ops1, "controller_runtime_reconcile_total", reconcile)-sum(ops0, "controller_runtime_reconcile_total", reconcile))/events,
-		(sum(ops1, "controller_runtime_reconcile_time_seconds", reconcile)-sum(ops0, "controller_runtime_reconcile_time_seconds", reconcile))/events*1e6,
+		reconciles, reconcileSec*1e6,
 		(cpu1["operator"]-cpu0["operator"])/events*1e6, liveHeap/(1<<20), liveHeap/1024/float64(s.optedIn))
 
 	rollout, rolloutLag := envelopeRollout(b, w, sets, s)

@@ -318,6 +318,21 @@ func (h histogram) quantile(q float64) float64 {
 	return lower
 }
 
+// admissions is the API server's histogram of a webhook's pod creations between two scrapes.
+func admissions(before, after map[string]*dto.MetricFamily, webhook string) histogram {
+	want := map[string]string{"name": webhook, "operation": "CREATE"}
+	return histogramOf(after, "apiserver_admission_webhook_admission_duration_seconds", want).
+		minus(histogramOf(before, "apiserver_admission_webhook_admission_duration_seconds", want))
+}
+
+// reconcilesPer is the status controller's reconciles, and its seconds reconciling, between two
+// scrapes of the operator, per pod event.
+func reconcilesPer(before, after map[string]*dto.MetricFamily, events float64) (reconciles, seconds float64) {
+	want := map[string]string{"controller": "sidecarset"}
+	delta := func(name string) float64 { return sum(after, name, want) - sum(before, name, want) }
+	return delta("controller_runtime_reconcile_total") / events, delta("controller_runtime_reconcile_time_seconds") / events
+}
+
 // bucket names the bucket the q-quantile falls in, in milliseconds ("(100, 500] ms"): what the
 // histogram knows of it, interpolation aside.
 func (h histogram) bucket(q float64) string {
@@ -775,9 +790,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			writes := map[string]string{"resource": "sidecarsets", "subresource": "status"}
 			r.statusWrites = (sum(after, "apiserver_request_total", writes) - sum(before, "apiserver_request_total", writes)) / float64(sizes.webhookPods)
 			if m.webhook != "" {
-				want := map[string]string{"name": m.webhook, "operation": "CREATE"}
-				h := histogramOf(after, "apiserver_admission_webhook_admission_duration_seconds", want).
-					minus(histogramOf(before, "apiserver_admission_webhook_admission_duration_seconds", want))
+				h := admissions(before, after, m.webhook)
 				r.calls, r.p50, r.p99 = h.count/float64(sizes.webhookPods), h.quantile(0.5)*1000, h.quantile(0.99)*1000
 			}
 			for name := range pids {
@@ -908,9 +921,7 @@ func checkAdmissionObjective(b *testing.B, ns string, sizes scaleSizes, noopLabe
 				return pod
 			})
 			after := families(b, "")
-			want := map[string]string{"name": wy.webhook, "operation": "CREATE"}
-			h := histogramOf(after, "apiserver_admission_webhook_admission_duration_seconds", want).
-				minus(histogramOf(before, "apiserver_admission_webhook_admission_duration_seconds", want))
+			h := admissions(before, after, wy.webhook)
 			create[w] = [2]float64{latencyQuantile(latencies, 0.5), latencyQuantile(latencies, 0.99)}
 			hook[w] = h.quantile(0.99) * 1000
 			b.Logf("objective: %3.0f pods/s offered (%.1f achieved), %-13s create p50 %6.1f ms  p99 %6.1f ms; webhook p50 %6.1f ms  p99 %6.1f ms (API server's histogram)",
@@ -1188,9 +1199,7 @@ func benchStatus(b *testing.B, op scaleOperator, sizes scaleSizes) {
 		_, events1 := w.snapshot()
 		fams1, cpu1 := families(b, op.metrics), cpuOf(b, pids)
 		r.events = float64(events1 - events0)
-		want := map[string]string{"controller": "sidecarset"}
-		r.reconciles = (sum(fams1, "controller_runtime_reconcile_total", want) - sum(fams0, "controller_runtime_reconcile_total", want)) / r.events
-		r.reconcileSec = (sum(fams1, "controller_runtime_reconcile_time_seconds", want) - sum(fams0, "controller_runtime_reconcile_time_seconds", want)) / r.events
+		r.reconciles, r.reconcileSec = reconcilesPer(fams0, fams1, r.events)
 		r.cpuPerEvt = (cpu1["operator"] - cpu0["operator"]) / r.events
 		rows = append(rows, r)
 		b.Logf("status, %d sets, %d pods: lag after the creation burst %s, after the NotReady burst %s; per pod event: %.3f reconciles, %.1f µs reconciling, %.1f µs operator CPU (%d events)",
