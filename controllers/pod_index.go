@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,8 @@ type PodIndex struct {
 	handlers    []toolscache.ResourceEventHandlerRegistration
 	mu          sync.Mutex
 	subscribers []func(names []string)
+	// lastChange is when (Unix nanoseconds) an event last touched a set.
+	lastChange atomic.Int64
 }
 
 // NewPodIndex returns an index of the Pods and Namespaces in the manager's cache, counted
@@ -72,6 +75,7 @@ func (x *PodIndex) tell(names []string) {
 	if len(names) == 0 {
 		return
 	}
+	x.lastChange.Store(time.Now().UnixNano())
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, f := range x.subscribers {
@@ -139,4 +143,10 @@ func (x *PodIndex) synced() bool {
 		}
 	}
 	return true
+}
+
+// Changing reports whether a Pod or Namespace event touched a set within the last d.
+func (x *PodIndex) Changing(d time.Duration) bool {
+	last := x.lastChange.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < d
 }

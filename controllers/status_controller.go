@@ -63,8 +63,16 @@ type StatusReconciler struct {
 	// when it is empty.
 	Namespace string
 	// Workers is how many SidecarSets are reconciled at once (one set is never reconciled
-	// twice at once); 4 when zero.
+	// twice at once); 16 when zero.
 	Workers int
+	// BurstWorkers is how many of them run at once while pods change (a Pod or Namespace event
+	// touched a set within the last BurstQuiet): a status written during a burst is soon out of
+	// date, and each write competes with the burst for the API server. Once pods stop changing
+	// every worker runs, and what the burst left pending is written at once. 4 when zero; at
+	// least Workers: no limit.
+	BurstWorkers int
+	// BurstQuiet is how long without such an event ends a burst; 200ms when zero.
+	BurstQuiet time.Duration
 	// PolicyMode: the operator runs with --injection=policy, and status says whether each
 	// set's policy injects (the PolicyCompiled condition).
 	PolicyMode bool
@@ -81,6 +89,8 @@ type StatusReconciler struct {
 
 	// lastWrites is the status each set was last patched to, to tell our own writes apart.
 	lastWrites lastStatusWrites
+	// gate holds reconciles back to BurstWorkers during a burst.
+	gate *burstGate
 }
 
 // +kubebuilder:rbac:groups=apps.sidecarset.io,resources=sidecarsets,verbs=get;list;watch
@@ -93,6 +103,11 @@ type StatusReconciler struct {
 // be read (the policy state, the revisions) keeps what the status said of it, and the set is
 // reconciled again with backoff.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	leave, err := r.gate.enter(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer leave()
 	var set appsv1alpha1.SidecarSet
 	if err := r.Client.Get(ctx, req.NamespacedName, &set); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -255,9 +270,10 @@ func statusControllerOptions(workers int) controller.Options {
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	workers := r.Workers
-	if workers == 0 {
-		workers = 4
+	workers := cmp.Or(r.Workers, 16)
+	if burst := cmp.Or(r.BurstWorkers, 4); burst < workers {
+		quiet := cmp.Or(r.BurstQuiet, 200*time.Millisecond)
+		r.gate = newBurstGate(burst, func() bool { return r.Pods.Changing(quiet) }, quiet/4)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 )
 
 var epoch = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
@@ -200,5 +202,61 @@ func TestSubscribeNamesWhatChanged(t *testing.T) {
 	want := [][]string{{"a", "b"}, {"a", "b"}}
 	if fmt.Sprint(heard) != fmt.Sprint(want) {
 		t.Errorf("heard %q, want %q", heard, want)
+	}
+}
+
+// TestStatusWriteReplacesTheSet checks that a status write (same generation) publishes the set as
+// written, in Valid and, for a set that injects, in Sets, with the verdict it had, and leaves the
+// snapshot before it as it was.
+func TestStatusWriteReplacesTheSet(t *testing.T) {
+	for _, name := range []string{"a", "b"} {
+		t.Run(name, func(t *testing.T) {
+			s := NewStore()
+			s.Upsert(agedSet("a", 0, "", "proxy"))
+			s.Upsert(agedSet("b", 1, "", "proxy"))
+			s.Upsert(agedSet("c", 2, "", "logger"))
+			before := s.Load()
+			written := agedSet(name, map[string]int{"a": 0, "b": 1}[name], "", "proxy")
+			written.ResourceVersion = "7"
+			written.Status.MatchedPods = 3
+			s.Upsert(written)
+			snap := s.Load()
+			if got, want := conflictSummary(snap), []string{"a: b(keeps)", "b: a(stopped)"}; !slices.Equal(got, want) {
+				t.Errorf("conflicts = %q, want %q", got, want)
+			}
+			if got := names(snap); !slices.Equal(got, []string{"a", "c"}) {
+				t.Errorf("injecting = %q, want [a c]", got)
+			}
+			for _, list := range [][]*inject.CompiledSet{snap.Valid, snap.Sets} {
+				for _, c := range list {
+					if c.Name() == name && c.Set.ResourceVersion != "7" {
+						t.Errorf("%s published at resourceVersion %s, want 7", name, c.Set.ResourceVersion)
+					}
+				}
+			}
+			if !slices.Equal(validNames(snap), []string{"a", "b", "c"}) {
+				t.Errorf("valid = %q, want [a b c]", validNames(snap))
+			}
+			for _, c := range before.Valid {
+				if c.Set.ResourceVersion != "1" {
+					t.Errorf("the snapshot before the write changed: %s at resourceVersion %s", c.Name(), c.Set.ResourceVersion)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStatusWrite is what the Store does with a status write (an update of a set that keeps
+// its generation) among 100 SidecarSets, every one of them selecting the same pods.
+func BenchmarkStatusWrite(b *testing.B) {
+	s := NewStore()
+	for i := range 100 {
+		s.Upsert(agedSet(fmt.Sprintf("set-%03d", i), i, "", fmt.Sprintf("sidecar-%03d", i)))
+	}
+	set := agedSet("set-050", 50, "", "sidecar-050")
+	for i := 0; b.Loop(); i++ {
+		written := *set
+		written.ResourceVersion = strconv.Itoa(i + 2)
+		s.Upsert(&written)
 	}
 }

@@ -127,12 +127,17 @@ func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	}
 	// Status writes and label changes keep the generation: what conflicts stays the same,
 	// unless the digests the set's images are pinned to (status.images) change.
-	if !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 ||
-		!inject.SamePins(old.Set.Status.Images, set.Status.Images) {
+	respec := !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 ||
+		!inject.SamePins(old.Set.Status.Images, set.Status.Images)
+	if respec {
 		s.forgetPairs(set.Name)
 	}
 	s.objects[set.Name] = set
 	s.compile(set)
+	if _, valid := s.sets[set.Name]; ok && valid && !respec {
+		s.replace(set.Name)
+		return
+	}
 	s.publish()
 }
 
@@ -380,4 +385,28 @@ func (s *Store) upsertObject(obj any) {
 func partial(set *appsv1alpha1.SidecarSet) bool {
 	ref := set.Spec.InjectionStrategy.Revision
 	return ref != nil && ref.Policy == appsv1alpha1.RevisionPolicyPartial
+}
+
+// replace publishes the Snapshot with the named set recompiled, when nothing that decides what
+// conflicts changed: the set was valid and still is, and its cached pairs stand (same spec,
+// same pinned digests, same creation time). Conflicts are then what the last publish found, and
+// resolving them again would compare every pair of sets on each status write.
+func (s *Store) replace(name string) {
+	prev := s.current.Load()
+	c := s.sets[name]
+	snap := &Snapshot{Valid: swapped(prev.Valid, c), Sets: swapped(prev.Sets, c), Conflicts: prev.Conflicts,
+		Invalid: prev.Invalid, PinMissing: maps.Clone(s.pinMissing)}
+	s.current.Store(snap)
+}
+
+// swapped returns a copy of list, sorted by name, with the set of c's name replaced by c (the
+// list as it is when it holds none).
+func swapped(list []*inject.CompiledSet, c *inject.CompiledSet) []*inject.CompiledSet {
+	out := slices.Clone(list)
+	if i, ok := slices.BinarySearchFunc(out, c.Name(), func(e *inject.CompiledSet, n string) int {
+		return strings.Compare(e.Name(), n)
+	}); ok {
+		out[i] = c
+	}
+	return out
 }

@@ -143,13 +143,15 @@ func benchEnvelope(b *testing.B, op scaleOperator, s envelopeSizes) {
 		latencyQuantile(latencies, 0.5), latencyQuantile(latencies, 0.99), hook.quantile(0.5)*1000, hook.quantile(0.99)*1000, hook.bucket(0.99), footprint(b, pids))
 	createLag := w.settle(b, sets, 3*time.Second)
 	_, events1 := w.snapshot()
-	ops1, cpu1 := families(b, op.metrics), cpuOf(b, pids)
+	ops1, cpu1, api2 := families(b, op.metrics), cpuOf(b, pids), families(b, "")
 	events := float64(events1 - events0)
 	reconciles, reconcileSec := reconcilesPer(ops0, ops1, events)
+	statusWrites := map[string]string{"resource": "sidecarsets", "subresource": "status", "verb": "PATCH"}
+	writes := (sum(api2, "apiserver_request_total", statusWrites) - sum(api0, "apiserver_request_total", statusWrites)) / events
 	liveHeap := heap(b, op)
-	say(b, "status exact %s after the last pod event (kwok's making them Ready); per pod event (%d): %.3f reconciles, %.1f µs reconciling, %.1f µs operator CPU (its webhook included); operator heap %.0f MiB (%.1f KiB per opted-in pod, its base included)",
+	say(b, "status exact %s after the last pod event (kwok's making them Ready); per pod event (%d): %.3f reconciles, %.3f status writes, %.1f µs reconciling, %.1f µs operator CPU (its webhook included); operator heap %.0f MiB (%.1f KiB per opted-in pod, its base included)",
 		createLag.Round(time.Millisecond), int(events),
-		reconciles, reconcileSec*1e6,
+		reconciles, writes, reconcileSec*1e6,
 		(cpu1["operator"]-cpu0["operator"])/events*1e6, liveHeap/(1<<20), liveHeap/1024/float64(s.optedIn))
 
 	rollout, rolloutLag := envelopeRollout(b, w, sets, s)
