@@ -77,3 +77,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPodIndexChanging checks what the gate asks: whether an event touched a set lately.
+func TestPodIndexChanging(t *testing.T) {
+	var x PodIndex
+	if x.Changing(time.Hour) {
+		t.Fatalf("Changing before any event")
+	}
+	x.tell(nil) // an event that touched no set
+	if x.Changing(time.Hour) {
+		t.Fatalf("Changing after an event that touched no set")
+	}
+	x.tell([]string{"log-agent"})
+	if !x.Changing(time.Hour) {
+		t.Fatalf("not Changing right after an event that touched a set")
+	}
+	time.Sleep(5 * time.Millisecond)
+	if x.Changing(time.Millisecond) {
+		t.Fatalf("still Changing 5ms after the event, within 1ms")
+	}
+}

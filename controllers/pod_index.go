@@ -31,7 +31,8 @@ type PodIndex struct {
 	handlers    []toolscache.ResourceEventHandlerRegistration
 	mu          sync.Mutex
 	subscribers []func(names []string)
-	// lastChange is when (Unix nanoseconds) an event last touched a set.
+	// lastChange is when an event last touched a set, as time since indexEpoch (monotonic); 0:
+	// never.
 	lastChange atomic.Int64
 }
 
@@ -75,7 +76,7 @@ func (x *PodIndex) tell(names []string) {
 	if len(names) == 0 {
 		return
 	}
-	x.lastChange.Store(time.Now().UnixNano())
+	x.lastChange.Store(int64(time.Since(indexEpoch)) + 1)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, f := range x.subscribers {
@@ -148,5 +149,9 @@ func (x *PodIndex) synced() bool {
 // Changing reports whether a Pod or Namespace event touched a set within the last d.
 func (x *PodIndex) Changing(d time.Duration) bool {
 	last := x.lastChange.Load()
-	return last != 0 && time.Since(time.Unix(0, last)) < d
+	return last != 0 && time.Since(indexEpoch)-time.Duration(last-1) < d
 }
+
+// indexEpoch is what PodIndex times events from: durations since it are read on the monotonic
+// clock, which a wall clock set back does not move.
+var indexEpoch = time.Now()

@@ -69,9 +69,9 @@ type StatusReconciler struct {
 	// touched a set within the last BurstQuiet): a status written during a burst is soon out of
 	// date, and each write competes with the burst for the API server. Once pods stop changing
 	// every worker runs, and what the burst left pending is written at once. 4 when zero; at
-	// least Workers: no limit.
+	// least Workers, or negative: no limit.
 	BurstWorkers int
-	// BurstQuiet is how long without such an event ends a burst; 200ms when zero.
+	// BurstQuiet is how long without such an event ends a burst; 200ms when zero or less.
 	BurstQuiet time.Duration
 	// PolicyMode: the operator runs with --injection=policy, and status says whether each
 	// set's policy injects (the PolicyCompiled condition).
@@ -271,9 +271,12 @@ func statusControllerOptions(workers int) controller.Options {
 // SetupWithManager registers the reconciler and its watches.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := cmp.Or(r.Workers, 16)
-	if burst := cmp.Or(r.BurstWorkers, 4); burst < workers {
-		quiet := cmp.Or(r.BurstQuiet, 200*time.Millisecond)
-		r.gate = newBurstGate(burst, func() bool { return r.Pods.Changing(quiet) }, quiet/4)
+	if burst := cmp.Or(r.BurstWorkers, 4); burst > 0 && burst < workers {
+		quiet := r.BurstQuiet
+		if quiet <= 0 {
+			quiet = 200 * time.Millisecond
+		}
+		r.gate = newBurstGate(burst, func() bool { return r.Pods.Changing(quiet) }, max(quiet/4, time.Millisecond))
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("sidecarset").

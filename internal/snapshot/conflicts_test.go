@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,6 +237,10 @@ func TestStatusWriteReplacesTheSet(t *testing.T) {
 			}
 			if !slices.Equal(validNames(snap), []string{"a", "b", "c"}) {
 				t.Errorf("valid = %q, want [a b c]", validNames(snap))
+			}
+			// Resolved once, before the write: the same map, not a new one with the same content.
+			if reflect.ValueOf(snap.Conflicts).Pointer() != reflect.ValueOf(before.Conflicts).Pointer() {
+				t.Errorf("a status write resolved the conflicts again")
 			}
 			for _, c := range before.Valid {
 				if c.Set.ResourceVersion != "1" {

@@ -125,19 +125,17 @@ func (s *Store) Upsert(set *appsv1alpha1.SidecarSet) {
 	if ok && old.Set.ResourceVersion == set.ResourceVersion && set.ResourceVersion != "" {
 		return
 	}
-	// Status writes and label changes keep the generation: what conflicts stays the same,
-	// unless the digests the set's images are pinned to (status.images) change.
-	respec := !ok || old.Set.UID != set.UID || old.Set.Generation != set.Generation || set.Generation == 0 ||
-		!inject.SamePins(old.Set.Status.Images, set.Status.Images)
-	if respec {
-		s.forgetPairs(set.Name)
-	}
 	s.objects[set.Name] = set
 	s.compile(set)
-	if _, valid := s.sets[set.Name]; ok && valid && !respec {
+	// Status writes and label changes keep the generation: what conflicts stays the same,
+	// unless the digests the set's images are pinned to (status.images) change, or the content
+	// it injects does (a set waiting for digests injects the revision its status names).
+	if c, valid := s.sets[set.Name]; ok && valid && old.Set.UID == set.UID && old.Set.Generation == set.Generation &&
+		set.Generation != 0 && inject.SamePins(old.Set.Status.Images, set.Status.Images) && sameContent(old, c) {
 		s.replace(set.Name)
 		return
 	}
+	s.forgetPairs(set.Name)
 	s.publish()
 }
 
@@ -409,4 +407,10 @@ func swapped(list []*inject.CompiledSet, c *inject.CompiledSet) []*inject.Compil
 		out[i] = c
 	}
 	return out
+}
+
+// sameContent reports whether a and b inject the same content, every version of it.
+func sameContent(a, b *inject.CompiledSet) bool {
+	va, vb := versions(a), versions(b)
+	return slices.EqualFunc(va, vb, func(x, y *inject.CompiledSet) bool { return x.Hash == y.Hash })
 }
