@@ -387,11 +387,15 @@ golangci-lint: ## Build golangci-lint from the Go module proxy.
 lint-scripts: ## shellcheck the hack/ scripts and .ci/run (hack/shellcheck.sh: from PATH, or from apt when root).
 	hack/shellcheck.sh
 
+# The bench cluster's logs of the last run (the operators', the webhook proxy's, the control
+# plane's) stay in $(LOCALBIN)/bench-cluster.logs.
+BENCH_KEEP_LOGS = rm -rf "$(LOCALBIN)/bench-cluster.logs"; cp -r "$(LOCALBIN)/bench-cluster/logs" "$(LOCALBIN)/bench-cluster.logs" 2>/dev/null || true
+
 .PHONY: bench-scale
 bench-scale: manifests kustomize ## Scale measurements on a local cluster of its own: pod creation throughput with no webhook / a no-op webhook / ours, status lag and work per pod event at two sizes, heap with pods not opted in. Sizes: SIDECARSET_SCALE_* (see test/e2e/scale_bench_test.go).
 	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster"; \
 	if [ -n "$$SIDECARSET_SCALE_PROFILE_DIR" ]; then export SIDECARSET_APISERVER_PROFILING=true; mkdir -p "$$SIDECARSET_SCALE_PROFILE_DIR"; fi; \
-	trap 'hack/demo.sh down' EXIT; \
+	trap '$(BENCH_KEEP_LOGS); hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" \
 	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkScale -benchtime 1x -count=1 -timeout 60m -v
@@ -399,7 +403,7 @@ bench-scale: manifests kustomize ## Scale measurements on a local cluster of its
 .PHONY: bench-envelope
 bench-envelope: manifests kustomize ## Build the largest cluster this machine holds toward Kubernetes' scalability thresholds (default 150,000 pods on 5,000 kwok nodes, 30,000 opted in under 100 SidecarSets; SIDECARSET_ENVELOPE_*, see test/e2e/envelope_bench_test.go) and measure the operator there: webhook p99 under a burst, status lag, heap and CPU per pod event, an in-place rollout of every opted-in pod, a leader failover. About an hour at the defaults.
 	export SIDECARSET_CLUSTER_DIR="$(LOCALBIN)/bench-cluster" SIDECARSET_KWOK_NODE_LEASE_SECONDS="$${SIDECARSET_KWOK_NODE_LEASE_SECONDS:-400}"; \
-	trap 'hack/demo.sh down' EXIT; \
+	trap '$(BENCH_KEEP_LOGS); hack/demo.sh down' EXIT; \
 	hack/cluster.sh up && hack/demo.sh build && hack/demo.sh install && \
 	SIDECARSET_DEMO="$(CURDIR)/hack/demo.sh" KUBECONFIG="$(LOCALBIN)/bench-cluster/kubeconfig" \
 	go test ./test/e2e -tags e2e -run '^$$' -bench BenchmarkEnvelope -benchtime 1x -count=1 -timeout 150m -v
