@@ -56,9 +56,7 @@ type Conflict struct {
 
 // Get returns the compiled SidecarSet with that name.
 func (s *Snapshot) Get(name string) (*inject.CompiledSet, bool) {
-	i, ok := slices.BinarySearchFunc(s.Sets, name, func(c *inject.CompiledSet, n string) int {
-		return strings.Compare(c.Name(), n)
-	})
+	i, ok := find(s.Sets, name)
 	if !ok {
 		return nil, false
 	}
@@ -401,9 +399,7 @@ func (s *Store) replace(name string) {
 // list as it is when it holds none).
 func swapped(list []*inject.CompiledSet, c *inject.CompiledSet) []*inject.CompiledSet {
 	out := slices.Clone(list)
-	if i, ok := slices.BinarySearchFunc(out, c.Name(), func(e *inject.CompiledSet, n string) int {
-		return strings.Compare(e.Name(), n)
-	}); ok {
+	if i, ok := find(out, c.Name()); ok {
 		out[i] = c
 	}
 	return out
@@ -413,4 +409,9 @@ func swapped(list []*inject.CompiledSet, c *inject.CompiledSet) []*inject.Compil
 func sameContent(a, b *inject.CompiledSet) bool {
 	va, vb := versions(a), versions(b)
 	return slices.EqualFunc(va, vb, func(x, y *inject.CompiledSet) bool { return x.Hash == y.Hash })
+}
+
+// find is where the set named name is, or would be, in list, sorted by name.
+func find(list []*inject.CompiledSet, name string) (int, bool) {
+	return slices.BinarySearchFunc(list, name, func(c *inject.CompiledSet, n string) int { return strings.Compare(c.Name(), n) })
 }

@@ -146,8 +146,7 @@ func benchEnvelope(b *testing.B, op scaleOperator, s envelopeSizes) {
 	ops1, cpu1, api2 := families(b, op.metrics), cpuOf(b, pids), families(b, "")
 	events := float64(events1 - events0)
 	reconciles, reconcileSec := reconcilesPer(ops0, ops1, events)
-	statusWrites := map[string]string{"resource": "sidecarsets", "subresource": "status", "verb": "PATCH"}
-	writes := (sum(api2, "apiserver_request_total", statusWrites) - sum(api0, "apiserver_request_total", statusWrites)) / events
+	writes := statusWritesPer(api0, api2, events)
 	liveHeap := heap(b, op)
 	say(b, "status exact %s after the last pod event (kwok's making them Ready); per pod event (%d): %.3f reconciles, %.3f status writes, %.1f µs reconciling, %.1f µs operator CPU (its webhook included); operator heap %.0f MiB (%.1f KiB per opted-in pod, its base included)",
 		createLag.Round(time.Millisecond), int(events),

@@ -333,6 +333,13 @@ func reconcilesPer(before, after map[string]*dto.MetricFamily, events float64) (
 	return delta("controller_runtime_reconcile_total") / events, delta("controller_runtime_reconcile_time_seconds") / events
 }
 
+// statusWritesPer is the API server's SidecarSet status requests (the operator's status writes)
+// between two scrapes, per n.
+func statusWritesPer(before, after map[string]*dto.MetricFamily, n float64) float64 {
+	want := map[string]string{"resource": "sidecarsets", "subresource": "status"}
+	return (sum(after, "apiserver_request_total", want) - sum(before, "apiserver_request_total", want)) / n
+}
+
 // bucket names the bucket the q-quantile falls in, in milliseconds ("(100, 500] ms"): what the
 // histogram knows of it, interpolation aside.
 func (h histogram) bucket(q float64) string {
@@ -793,8 +800,7 @@ func benchWebhookThroughput(b *testing.B, op scaleOperator, sizes scaleSizes) {
 			}
 			r := result{rate: float64(sizes.webhookPods) / took.Seconds(), cpu: map[string]float64{},
 				createP50: latencyQuantile(latencies, 0.5), createP99: latencyQuantile(latencies, 0.99)}
-			writes := map[string]string{"resource": "sidecarsets", "subresource": "status"}
-			r.statusWrites = (sum(after, "apiserver_request_total", writes) - sum(before, "apiserver_request_total", writes)) / float64(sizes.webhookPods)
+			r.statusWrites = statusWritesPer(before, after, float64(sizes.webhookPods))
 			if m.webhook != "" {
 				h := admissions(before, after, m.webhook)
 				r.calls, r.p50, r.p99 = h.count/float64(sizes.webhookPods), h.quantile(0.5)*1000, h.quantile(0.99)*1000
