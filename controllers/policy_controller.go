@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -76,8 +77,14 @@ type PolicyReconciler struct {
 	// Options are the webhook's settings the policies repeat.
 	Options policy.Options
 
+	// ForeignRecheck is how often the reconciler looks for MutatingAdmissionPolicies of other
+	// parties that mutate pods, while Options.LazyPod is set (default 10 seconds).
+	ForeignRecheck time.Duration
+
 	// lastWrites is what the reconciler last wrote of each policy and binding.
 	lastWrites lastObjectWrites
+	// lastForeign is what the last look found: a policy of another party's, or "".
+	lastForeign atomic.Pointer[string]
 }
 
 // Reconcile renders every set's policy and binding and writes those that are not stored as
@@ -95,7 +102,11 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p := &pass{snap: r.Sets.Load(), sets: sets, revs: revs, keep: map[string]bool{}, states: map[string]PolicyState{}}
+	opts, err := r.options(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p := &pass{snap: r.Sets.Load(), sets: sets, revs: revs, keep: map[string]bool{}, states: map[string]PolicyState{}, opts: opts}
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
 			continue
@@ -120,7 +131,80 @@ type pass struct {
 	keep   map[string]bool
 	states map[string]PolicyState
 	after  time.Duration
+	// opts are the options this pass renders with (PolicyReconciler.options).
+	opts policy.Options
 }
+
+// options are the options to render with: r.Options, but for a pod read whole while a
+// MutatingAdmissionPolicy the operator did not render may mutate pods. On an API server that
+// reads the pod lazily (Options.LazyPod), a policy's matchCondition makes it read the pod lazily
+// for every policy after it in the same request, and a policy that puts the pod's own lists
+// into its patch then fails ("could not marshal to JSON"): with such a policy of another
+// party's in the cluster, none of ours has a matchCondition.
+func (r *PolicyReconciler) options(ctx context.Context) (policy.Options, error) {
+	opts := r.Options
+	if !opts.LazyPod {
+		return opts, nil
+	}
+	foreign, err := r.foreignPodPolicy(ctx)
+	if err != nil {
+		return opts, err
+	}
+	r.lastForeign.Store(&foreign)
+	if foreign != "" {
+		opts.LazyPod = false
+	}
+	return opts, nil
+}
+
+// foreignPodPolicy is the name of a MutatingAdmissionPolicy that the operator did not render
+// and that may mutate pods as they are created, or "" when there is none.
+func (r *PolicyReconciler) foreignPodPolicy(ctx context.Context) (string, error) {
+	var list admissionregistrationv1.MutatingAdmissionPolicyList
+	if err := r.APIReader.List(ctx, &list); err != nil {
+		return "", fmt.Errorf("listing MutatingAdmissionPolicies: %w", err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Labels[policy.ManagedByLabel] != policy.ManagedByValue && policy.MayMutatePodCreation(p) {
+			return p.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// watchForeign looks for a MutatingAdmissionPolicy of another party's every ForeignRecheck,
+// and renders the policies again when one comes or the last one goes (see options).
+func (r *PolicyReconciler) watchForeign(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	every := r.ForeignRecheck
+	if every <= 0 {
+		every = defaultForeignRecheck
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		foreign, err := r.foreignPodPolicy(ctx)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Looking for MutatingAdmissionPolicies of other parties")
+			continue
+		}
+		if last := r.lastForeign.Load(); last == nil || (*last == "") != (foreign == "") {
+			if foreign != "" {
+				ctrl.LoggerFrom(ctx).Info("A MutatingAdmissionPolicy the operator did not render mutates pods: the policies read the pod whole", "policy", foreign)
+			}
+			q.Add(policiesKey)
+		}
+	}
+}
+
+// defaultForeignRecheck is how often, by default, the reconciler looks for policies of other
+// parties (watchForeign).
+const defaultForeignRecheck = 10 * time.Second
 
 func (p *pass) again(after time.Duration) {
 	if p.after == 0 || after < p.after {
@@ -144,7 +228,7 @@ func (r *PolicyReconciler) render(ctx context.Context, p *pass, set *appsv1alpha
 		p.again(snapshotLag)
 		return nil
 	}
-	compiled, err := policy.CompileRouted(set, p.sets, p.revs, r.Options, stopped)
+	compiled, err := policy.CompileRouted(set, p.sets, p.revs, p.opts, stopped)
 	if err != nil {
 		// Only a set written while validation was down; its status says Invalid.
 		ctrl.LoggerFrom(ctx).Info("Not rendering the policy of an invalid SidecarSet", "sidecarSet", set.Name, "reason", err.Error())
@@ -425,6 +509,12 @@ func (r *PolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A set is stopped, or resumes, when another set changes: the Store says when.
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.Sets.Subscribe(func([]string) { q.Add(policiesKey) })
+			return nil
+		})).
+		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			if r.Options.LazyPod {
+				go r.watchForeign(ctx, q)
+			}
 			return nil
 		}))
 	if r.Options.OperatorNamespace != "" {

@@ -247,9 +247,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Operator, erro
 		return nil, err
 	}
 	if policyMode {
+		lazy, err := readsPodLazily(mgr)
+		if err != nil {
+			return nil, err
+		}
 		policies := &controllers.PolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sets: store,
 			States:  policyStates,
-			Options: policy.Options{Scope: scope}}
+			Options: policy.Options{Scope: scope, LazyPod: lazy}}
 		if err := policies.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the policy reconciler: %w", err)
 		}
@@ -311,6 +315,22 @@ func servesPodResize(mgr ctrl.Manager) (bool, error) {
 		return false, fmt.Errorf("discovering the core API's resources: %w", err)
 	}
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "pods/resize" }), nil
+}
+
+// readsPodLazily reports whether the API server reads the pod lazily for a policy with
+// matchConditions (policy.Options.LazyPod), by its version. A cluster whose API servers are
+// upgraded while the operator runs keeps the older rendering, correct on both, until the
+// operator restarts.
+func readsPodLazily(mgr ctrl.Manager) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return false, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	info, err := dc.ServerVersion()
+	if err != nil {
+		return false, fmt.Errorf("reading the API server's version: %w", err)
+	}
+	return policy.ReadsPodLazily(info.GitVersion), nil
 }
 
 // injectionScope is the engine's gate scope: the operator's own namespace and

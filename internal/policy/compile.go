@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
@@ -35,6 +36,11 @@ type Options struct {
 	// operator's own pods always start, and where probe pods are created) and
 	// --excluded-namespaces. The binding renders the gate from it (renderBinding).
 	inject.Scope
+	// LazyPod: the API server reads the pod lazily for a policy with matchConditions, its
+	// conditions and mutations sharing what they read (Kubernetes 1.37 and later); older ones
+	// convert the whole pod for each. With it, a policy leaves out the pods already routed in a
+	// matchCondition, and its mutation reads only the fields it uses.
+	LazyPod bool
 }
 
 // Compiled is the policy and binding that inject one SidecarSet.
@@ -126,24 +132,33 @@ func compile(set *appsv1alpha1.SidecarSet, others []*appsv1alpha1.SidecarSet, re
 		out.Unsupported = Check(content)
 	}
 	set = content
+	// lazy: the pod is read lazily (Options.LazyPod), and a matchCondition leaves out the pods
+	// already routed; otherwise the mutation does.
+	lazy := opts.LazyPod
 	var mutation string
 	var variables []admissionregistrationv1.Variable // the injecting branch's
 	switch {
 	case out.Unsupported != nil:
-		mutation = "variables.routed ? [] : " + routeOps
+		mutation = routeOps
 	case set.Spec.InjectionStrategy.Paused:
 		// A paused set injects nothing new; a pod recording it (an exported pod) is the
 		// webhook's, which keeps what the record names.
-		mutation = "variables.routed || !variables.recorded ? [] : " + routeOps
+		mutation = "!(" + recordedCEL + ") ? [] : " + routeOps
 	default:
-		inj, err := injection(set, out.Hash)
+		inj, err := injection(set, out.Hash, othersCEL)
 		if err != nil {
 			return nil, fmt.Errorf("SidecarSet %q: %w", set.Name, err)
 		}
-		mutation = "variables.routed ? [] : " + inj.route + " ? " + routeOps + " : " + inj.ops
+		// A lazily read pod's lists hold Go structs that a patch cannot carry: a set that
+		// copies the pod's mounts, devices or env vars reads it whole.
+		lazy = lazy && !inj.copies
+		mutation = inj.route + " ? " + routeOps + " : " + inj.ops
 		variables = inj.variables
 	}
-	out.Policy = renderPolicy(set, out.Hash, othersCEL, mutation, variables)
+	if !lazy {
+		mutation = "(" + routedCEL + ") ? [] : " + mutation
+	}
+	out.Policy = renderPolicy(set, out.Hash, mutation, variables, lazy)
 	out.Binding = renderBinding(set, opts)
 	if probes(opts) {
 		out.Digest = digest(out.Policy)
@@ -294,8 +309,22 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 	return strings.Join(terms, " || "), nil
 }
 
-func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, variables []admissionregistrationv1.Variable) *admissionregistrationv1.MutatingAdmissionPolicy {
+// routedCEL: another policy sent the pod to the webhook already; or it is a mirror pod (a static
+// pod's API object: the kubelet runs its manifest), which nothing injects.
+var routedCEL = hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)
+
+// recordedCEL: the pod records injected sidecars (an exported pod, or one another policy
+// injected); the webhook keeps what the record names.
+var recordedCEL = hasAnnotation(appsv1alpha1.StatusAnnotation)
+
+// renderPolicy renders set's policy around its mutation. lazy: a matchCondition leaves out the
+// routed pods, which the mutation does otherwise.
+func renderPolicy(set *appsv1alpha1.SidecarSet, hash, mutation string, variables []admissionregistrationv1.Variable, lazy bool) *admissionregistrationv1.MutatingAdmissionPolicy {
 	fail := admissionregistrationv1.Fail
+	var conditions []admissionregistrationv1.MatchCondition
+	if lazy {
+		conditions = []admissionregistrationv1.MatchCondition{{Name: "not-routed", Expression: "!(" + routedCEL + ")"}}
+	}
 	return &admissionregistrationv1.MutatingAdmissionPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -318,16 +347,8 @@ func renderPolicy(set *appsv1alpha1.SidecarSet, hash, others, mutation string, v
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 				}}},
 			},
-			Variables: append([]admissionregistrationv1.Variable{
-				// routed: another policy sent the pod to the webhook already; or it is a mirror pod (a
-				// static pod's API object: the kubelet runs its manifest), which nothing injects. A
-				// matchCondition would say it more plainly, but with one the API server (1.37) was seen
-				// to fail the shareVolumePolicy mutations ("unsupported conversion to ref.Val:
-				// (v1.VolumeMount)").
-				{Name: "routed", Expression: hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)},
-				{Name: "recorded", Expression: hasAnnotation(appsv1alpha1.StatusAnnotation)},
-				{Name: "others", Expression: others},
-			}, variables...),
+			Variables:       variables,
+			MatchConditions: conditions,
 			Mutations: []admissionregistrationv1.Mutation{{
 				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
 				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: mutation},
@@ -376,12 +397,15 @@ type compiledInjection struct {
 	variables []admissionregistrationv1.Variable
 	ops       string
 	route     string
+	// copies: the patch copies values of the pod's (appCopies).
+	copies bool
 }
 
 // injection renders what the engine does for a pod that no other set selects, that records
 // nothing and that clashes with nothing of the set's: sidecars placed by podInjectPolicy, the
-// volumes they mount and the pull secrets the pod lacks added, the record written.
-func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, error) {
+// volumes they mount and the pull secrets the pod lacks added, the record written. others is
+// the condition that another set selects the pod (selectedByOthers).
+func injection(set *appsv1alpha1.SidecarSet, hash, others string) (*compiledInjection, error) {
 	spec := &set.Spec
 	var ops []string
 	ac := &appCopies{}
@@ -418,20 +442,40 @@ func injection(set *appsv1alpha1.SidecarSet, hash string) (*compiledInjection, e
 			`(variables.secrets.size() == 0 || has(object.spec.imagePullSecrets) ? [] : [JSONPatch{op: "add", path: "/spec/imagePullSecrets", value: []}])`,
 			`variables.secrets.map(n, JSONPatch{op: "add", path: "/spec/imagePullSecrets/-", value: {"name": n}})`)
 	}
-	ops = append(ops, annotationOps(len(spec.Containers) > 0))
-
-	vars := append([]admissionregistrationv1.Variable{
-		{Name: "clash", Expression: clash(spec, volumes, external)},
-		{Name: "secrets", Expression: fmt.Sprintf("%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))},
-		{Name: "record", Expression: record(set.Name, hash, spec, volumes, secretNames)},
-	}, ac.variables...)
-	route := "variables.recorded || variables.others || variables.clash"
-	if uncopied, ok := ac.uncopiedVariable(); ok {
-		vars = append(vars, uncopied)
-		route += " || variables." + uncopied.Name
+	// What the patch reads more than once is a variable; so is a long condition or record,
+	// which would take the mutation past the API server's length limit for one expression.
+	// The rest is written into the mutation: the API server evaluates each variable a policy
+	// reads as a program of its own.
+	var vars []admissionregistrationv1.Variable
+	if len(secretNames) > 0 {
+		vars = append(vars, admissionregistrationv1.Variable{Name: "secrets", Expression: fmt.Sprintf(
+			"%s.filter(n, !(has(object.spec.imagePullSecrets) && object.spec.imagePullSecrets.exists(s, s.name == n)))", quoteAll(secretNames))})
 	}
-	return &compiledInjection{variables: vars, ops: "(" + strings.Join(ops, " + ") + ")", route: route}, nil
+	vars = append(vars, ac.variables...)
+	inline := func(name, expr string) string {
+		if len(expr) <= maxInlined {
+			return "(" + expr + ")"
+		}
+		vars = append(vars, admissionregistrationv1.Variable{Name: name, Expression: expr})
+		return "variables." + name
+	}
+	ops = append(ops, annotationOps(inline("record", record(set.Name, hash, spec, volumes, secretNames)), len(spec.Containers) > 0))
+	route := []string{"(" + recordedCEL + ")"}
+	if others != "false" {
+		route = append(route, inline("others", others))
+	}
+	route = append(route, inline("clash", clash(spec, volumes, external)))
+	if uncopied, ok := ac.uncopiedVariable(); ok {
+		route = append(route, inline(uncopied.Name, uncopied.Expression))
+	}
+	return &compiledInjection{variables: vars, ops: "(" + strings.Join(ops, " + ") + ")", route: strings.Join(route, " || "),
+		copies: len(ac.variables) > 0}, nil
 }
+
+// maxInlined is the longest condition or record written into a policy's mutation; a longer one
+// is a variable. The API server parses at most 100,000 characters of one expression: the
+// mutation of the largest set the CRD allows keeps within it (TestLargestSetCompiles).
+const maxInlined = 2000
 
 // containerOps places one list's sidecars: BeforeAppContainer ones in front of the pod's
 // own, in the set's order, the others after them.
@@ -637,8 +681,8 @@ func encodedNames(names []string) string {
 
 // annotationOps writes the record and, when sidecars join spec.containers and the pod names
 // no default container, pins kubectl's default container to the pod's first one.
-func annotationOps(addsContainers bool) string {
-	entries := []annotation{{key: appsv1alpha1.StatusAnnotation, value: "variables.record"}}
+func annotationOps(record string, addsContainers bool) string {
+	entries := []annotation{{key: appsv1alpha1.StatusAnnotation, value: record}}
 	if addsContainers {
 		entries = append(entries, annotation{key: appsv1alpha1.DefaultContainerAnnotation, value: "object.spec.containers[0].name", ifAbsent: true})
 	}
@@ -653,4 +697,40 @@ func drawn(set *appsv1alpha1.SidecarSet) *Unsupported {
 	}
 	return &Unsupported{Field: "spec.injectionStrategy.revision.policy", Reason: "Partial draws each new pod for the pinned revision " +
 		"or the current spec, and a policy cannot draw: the webhook injects the set"}
+}
+
+// lazyPodSince is the first Kubernetes version whose API server reads the pod lazily for a
+// policy with matchConditions (Options.LazyPod).
+var lazyPodSince = version.MajorMinor(1, 37)
+
+// ReadsPodLazily reports whether an API server of gitVersion (its /version, e.g. v1.37.2 or
+// v1.37.2-eks-1a2b3c) reads the pod lazily for a policy with matchConditions. A version that
+// does not parse is taken for an older server: the policy is then rendered as for one, which
+// is correct everywhere and only costs the API server more.
+func ReadsPodLazily(gitVersion string) bool {
+	v, err := version.ParseGeneric(gitVersion)
+	return err == nil && v.AtLeast(lazyPodSince)
+}
+
+// MayMutatePodCreation reports whether a MutatingAdmissionPolicy's matchConstraints may match
+// the creation of a pod (core group, resource pods, operation CREATE, wildcards included),
+// whatever its selectors and conditions.
+func MayMutatePodCreation(p *admissionregistrationv1.MutatingAdmissionPolicy) bool {
+	if p.Spec.MatchConstraints == nil {
+		return false
+	}
+	for _, r := range p.Spec.MatchConstraints.ResourceRules {
+		if anyOf(r.APIGroups, "") && (anyOf(r.Resources, "pods") || slices.Contains(r.Resources, "*/*")) &&
+			slices.ContainsFunc(r.Operations, func(op admissionregistrationv1.OperationType) bool {
+				return op == admissionregistrationv1.Create || op == admissionregistrationv1.OperationAll
+			}) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyOf: values hold v or the wildcard "*".
+func anyOf(values []string, v string) bool {
+	return slices.Contains(values, v) || slices.Contains(values, "*")
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -289,7 +290,7 @@ func TestCompileRoutedNeverInjects(t *testing.T) {
 		if mutationInjects(t, compiled) {
 			t.Errorf("paused %t: the routed set's mutation injects:\n%s", paused, mutation(t, compiled))
 		}
-		if m := mutation(t, compiled); m != "variables.routed ? [] : "+routeOnly(t) {
+		if m := mutation(t, compiled); m != routeOnly(t) {
 			t.Errorf("paused %t: the mutation does not route every pod:\n%s", paused, m)
 		}
 	}
@@ -304,19 +305,20 @@ func routeOnly(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
-	return strings.TrimPrefix(mutation(t, compiled), "variables.routed ? [] : ")
+	return mutation(t, compiled)
 }
 
-// TestCompileOthers checks the others variable: a pod another set selects goes to the
-// webhook, so with no other set (the set itself and sets without a selector do not count) it
-// must be the constant false, and with one it must name that set's labels.
+// TestCompileOthers checks the routing of pods other sets select: a pod another set selects
+// goes to the webhook, so with no other set (the set itself and sets without a selector do not
+// count) the mutation is that of a set alone, and with one it names that set's labels.
 func TestCompileOthers(t *testing.T) {
 	unselective := plainSet("no-selector")
 	unselective.Spec.Selector = nil
 	tests := []struct {
 		name   string
 		others []*appsv1alpha1.SidecarSet
-		// want is the others expression, or "" for any expression that names wantLabel.
+		// want is "false" when no other set selects any pod (the mutation is that of a set
+		// alone), or "" when the mutation routes the pods labelled as wantLabel.
 		want      string
 		wantLabel string
 	}{
@@ -327,15 +329,21 @@ func TestCompileOthers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := variable(t, mustCompile(t, plainSet("plain"), tt.others), "others")
+			got := mutation(t, mustCompile(t, plainSet("plain"), tt.others))
 			switch {
-			case tt.want != "" && got != tt.want:
-				t.Errorf("variables.others is %s, want %s", got, tt.want)
-			case tt.want == "" && (got == "false" || !strings.Contains(got, tt.wantLabel)):
-				t.Errorf("variables.others is %s, want a condition on %s", got, tt.wantLabel)
+			case tt.want == "false" && got != mutation(t, mustCompile(t, plainSet("plain"), nil)):
+				t.Errorf("the mutation is not that of a set alone, so another set selects some pods:\n%s", got)
+			case tt.want == "" && (!readsLabels(got) || !strings.Contains(got, tt.wantLabel)):
+				t.Errorf("the mutation does not route pods labelled as %s:\n%s", tt.wantLabel, got)
 			}
 		})
 	}
+}
+
+// readsLabels reports whether a mutation reads the pod's or its namespace's labels: only
+// another set's selectors do.
+func readsLabels(mutation string) bool {
+	return strings.Contains(mutation, "object.metadata.labels")
 }
 
 // TestCompileOthersOrder checks that the order in which the others come (a cache list's,
@@ -344,10 +352,13 @@ func TestCompileOthers(t *testing.T) {
 // one other set, too few to tell.
 func TestCompileOthersOrder(t *testing.T) {
 	a, b, c := plainSet("a"), plainSet("b"), plainSet("c")
-	sorted := variable(t, mustCompile(t, a, []*appsv1alpha1.SidecarSet{a, b, c}), "others")
-	reversed := variable(t, mustCompile(t, a, []*appsv1alpha1.SidecarSet{c, b, a}), "others")
-	if sorted != reversed {
-		t.Errorf("variables.others depends on the order of the others:\n%s\n%s", sorted, reversed)
+	sorted := mustCompile(t, a, []*appsv1alpha1.SidecarSet{a, b, c}).Policy
+	reversed := mustCompile(t, a, []*appsv1alpha1.SidecarSet{c, b, a}).Policy
+	if !readsLabels(sorted.Spec.Mutations[0].JSONPatch.Expression) {
+		t.Fatalf("the policy does not route the pods the others select:\n%s", sorted.Spec.Mutations[0].JSONPatch.Expression)
+	}
+	if diff := cmp.Diff(sorted, reversed); diff != "" {
+		t.Errorf("the policy depends on the order of the others (-sorted +reversed):\n%s", diff)
 	}
 }
 
@@ -421,18 +432,6 @@ func mutationInjects(t testing.TB, c *policy.Compiled) bool {
 		strings.Contains(m, `"/spec/volumes`) || strings.Contains(m, `"/spec/imagePullSecrets`)
 }
 
-// variable is the expression of the policy's variable name.
-func variable(t testing.TB, c *policy.Compiled, name string) string {
-	t.Helper()
-	for _, v := range c.Policy.Spec.Variables {
-		if v.Name == name {
-			return v.Expression
-		}
-	}
-	t.Fatalf("the policy has no variable %q", name)
-	return ""
-}
-
 // TestCompileIgnoresInvalidOthers: another set the engine cannot use (its selector refused)
 // selects nothing, as in the engine, rather than stopping this set's policy.
 func TestCompileIgnoresInvalidOthers(t *testing.T) {
@@ -444,9 +443,7 @@ func TestCompileIgnoresInvalidOthers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("an invalid other set stopped the policy: %v", err)
 	}
-	for _, v := range compiled.Policy.Spec.Variables {
-		if v.Name == "others" && v.Expression != "false" {
-			t.Errorf("invalid other sets select pods: others = %s", v.Expression)
-		}
+	if m := mutation(t, compiled); readsLabels(m) {
+		t.Errorf("invalid other sets select pods:\n%s", m)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	appsv1alpha1 "github.com/sidecarset/sidecarset-operator/api/v1alpha1"
 )
@@ -169,4 +170,20 @@ func OptedIn() PodOption {
 // WithSpec replaces the pod's spec built so far.
 func WithSpec(spec corev1.PodSpec) PodOption {
 	return podFunc(func(p *corev1.Pod) { p.Spec = spec })
+}
+
+// KwokPodSpec is the spec of the benchmarks' app pod: one container that runs on a kwok node
+// and passes the restricted Pod Security Standard.
+func KwokPodSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1.0",
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		NodeSelector: map[string]string{"type": "kwok"},
+		Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake",
+			Effect: corev1.TaintEffectNoSchedule}},
+		TerminationGracePeriodSeconds: ptr.To[int64](0),
+	}
 }

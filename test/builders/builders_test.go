@@ -77,3 +77,19 @@ func TestPod(t *testing.T) {
 		t.Errorf("no labels: got %v, want nil", got.Labels)
 	}
 }
+
+// TestKwokPodSpec: the benchmarks' pod goes to a kwok node (its selector and toleration) and
+// passes the restricted Pod Security Standard the operator's namespace enforces.
+func TestKwokPodSpec(t *testing.T) {
+	spec := builders.KwokPodSpec()
+	app := spec.Containers[0].SecurityContext
+	switch {
+	case spec.NodeSelector["type"] != "kwok" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "kwok.x-k8s.io/node":
+		t.Errorf("not scheduled to kwok nodes: %v, %v", spec.NodeSelector, spec.Tolerations)
+	case spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot ||
+		spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("the pod's security context is not restricted: %+v", spec.SecurityContext)
+	case app.AllowPrivilegeEscalation == nil || *app.AllowPrivilegeEscalation || len(app.Capabilities.Drop) != 1 || app.Capabilities.Drop[0] != "ALL":
+		t.Errorf("the app's security context is not restricted: %+v", app)
+	}
+}

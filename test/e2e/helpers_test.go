@@ -48,19 +48,7 @@ func createSet(t testing.TB, set *appsv1alpha1.SidecarSet) *appsv1alpha1.Sidecar
 
 // podSpec runs on the kwok node and passes the restricted Pod Security Standard, which the
 // operator's namespace enforces.
-func podSpec() corev1.PodSpec {
-	return corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1.0",
-			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
-				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
-		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-		NodeSelector: map[string]string{"type": "kwok"},
-		Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake",
-			Effect: corev1.TaintEffectNoSchedule}},
-		TerminationGracePeriodSeconds: ptr.To[int64](0),
-	}
-}
+func podSpec() corev1.PodSpec { return builders.KwokPodSpec() }
 
 // newDeployment creates a Deployment of opted-in app=<app> pods.
 func newDeployment(t testing.TB, ns, app string, replicas int32) *appsv1.Deployment {

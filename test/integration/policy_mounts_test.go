@@ -35,7 +35,7 @@ func TestPolicyModeInjectsPodsWithManyMounts(t *testing.T) {
 		t.Fatalf("webhook mode shares %d mounts into the sidecar, want the app's 400 and more", n)
 	}
 
-	compiled, err := policy.Compile(set, []*appsv1alpha1.SidecarSet{set}, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
+	compiled, err := policy.Compile(set, []*appsv1alpha1.SidecarSet{set}, nil, policyOptions(inject.Scope{OperatorNamespace: operatorNamespace}))
 	must(t, err)
 	createPolicy(t, compiled)
 	registerPolicyModeWebhook(t)

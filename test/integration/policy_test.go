@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -35,6 +35,7 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject/injecttest"
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
+	"github.com/sidecarset/sidecarset-operator/internal/policy/policytest"
 	"github.com/sidecarset/sidecarset-operator/internal/revision"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 	"github.com/sidecarset/sidecarset-operator/test/testutil"
@@ -137,7 +138,7 @@ func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 			}
 			pod, sets := setUpCase(t, c)
 			for _, set := range sets {
-				compiled, err := policy.Compile(set, sets, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
+				compiled, err := policy.Compile(set, sets, nil, policyOptions(inject.Scope{OperatorNamespace: operatorNamespace}))
 				must(t, err)
 				createPolicy(t, compiled)
 			}
@@ -413,8 +414,8 @@ func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.Policy
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	must(t, err)
-	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, States: controllers.NewPolicyStates(),
-		Options: policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded}}}
+	rec := &controllers.PolicyReconciler{Client: mgr.GetClient(), Sets: op.Sets, States: controllers.NewPolicyStates(), ForeignRecheck: time.Second,
+		Options: policyOptions(inject.Scope{OperatorNamespace: operatorNamespace, ExcludedNamespaces: excluded})}
 	must(t, rec.SetupWithManager(mgr))
 	mgrCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -426,80 +427,14 @@ func startPolicyReconciler(t *testing.T, excluded ...string) *controllers.Policy
 	return rec.States
 }
 
-// largestSet is the largest SidecarSet the CRD allows (32 containers, 32 init containers, 64
-// volumes, 16 pull secrets), each container with args, env from several sources, a probe,
-// resources and mounts; the init containers are native sidecars. Its containers transfer
-// policy.MaxTransfers env vars (APP_VAR_0...) from the container app, the most a policy copies,
-// and every container and init container shares the app's volume mounts.
-func largestSet(name, app string) *appsv1alpha1.SidecarSet {
-	set := &appsv1alpha1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1alpha1.SidecarSetSpec{
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-	}}
-	container := func(n int, kind string) appsv1alpha1.SidecarContainer {
-		c := corev1.Container{
-			Name:  fmt.Sprintf("%s-%s-%d", name, kind, n),
-			Image: fmt.Sprintf("registry.example/%s:%d.0", kind, n),
-			Args:  []string{"--listen=127.0.0.1:0", "--log-level=info", `--quoted="x\y"`},
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("8Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
-			},
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: fmt.Sprintf("%s-v-%d", name, 2*n), MountPath: "/a"},
-				{Name: fmt.Sprintf("%s-v-%d", name, 2*n+1), MountPath: "/b", ReadOnly: true},
-			},
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 5},
-		}
-		for e := 0; e < 8; e++ {
-			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", e), Value: fmt.Sprintf("value %d: ünïcode \"quoted\"\n", e)})
-		}
-		c.Env = append(c.Env, corev1.EnvVar{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}})
-		return appsv1alpha1.SidecarContainer{Container: c,
-			ShareVolumePolicy: appsv1alpha1.ShareVolumePolicy{Type: appsv1alpha1.ShareVolumePolicyEnabled}}
-	}
-	for n := 0; n < 32; n++ {
-		c := container(n, "c")
-		// policy.MaxTransfers in all, the most a policy copies.
-		for k := range policy.MaxTransfers / 32 {
-			c.TransferEnv = append(c.TransferEnv, appsv1alpha1.TransferEnvVar{SourceContainerName: "app",
-				EnvName: fmt.Sprintf("APP_VAR_%d", n*(policy.MaxTransfers/32)+k)})
-		}
-		set.Spec.Containers = append(set.Spec.Containers, c)
-		init := container(n, "i") // native sidecars, half of them in front of the pod's own
-		init.VolumeMounts = init.VolumeMounts[:1]
-		init.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
-		if n%2 == 0 {
-			init.PodInjectPolicy = appsv1alpha1.BeforeAppContainer
-		}
-		set.Spec.InitContainers = append(set.Spec.InitContainers, init)
-	}
-	for n := 0; n < 64; n++ {
-		set.Spec.Volumes = append(set.Spec.Volumes, corev1.Volume{Name: fmt.Sprintf("%s-v-%d", name, n),
-			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	}
-	for n := 0; n < 16; n++ {
-		set.Spec.ImagePullSecrets = append(set.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: fmt.Sprintf("pull-%d", n)})
-	}
-	return set
-}
-
 // TestPolicyOfTheLargestSetInjects: the policy of the largest SidecarSet the CRD allows, beside
 // 100 other sets (each a term of its "selected by another set" condition), stays within the
 // API server's CEL cost limits: it is accepted, and it injects a pod on its own.
 func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
-	set := createSet(t, largestSet("policy-large", "policy-large"))
-	others := []*appsv1alpha1.SidecarSet{set}
-	for i := 0; i < 100; i++ {
-		o := agentSet(fmt.Sprintf("other-%03d", i), fmt.Sprintf("other-%03d", i))
-		o.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{
-			{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
-			{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
-		}
-		o.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i)}}
-		others = append(others, o)
-	}
-	compiled, err := policy.Compile(set, others, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: operatorNamespace}})
+	set := createSet(t, policytest.LargestSet("policy-large", "policy-large"))
+	others := append([]*appsv1alpha1.SidecarSet{set}, policytest.ManyOthers(100)...)
+	compiled, err := policy.Compile(set, others, nil, policyOptions(inject.Scope{OperatorNamespace: operatorNamespace}))
 	must(t, err)
 	if compiled.Unsupported != nil {
 		t.Fatalf("the largest set is not compiled: %s", compiled.Unsupported)
@@ -508,16 +443,9 @@ func TestPolicyOfTheLargestSetInjects(t *testing.T) {
 	registerPolicyModeWebhook(t)
 	pod := appPod(newNamespace(t, nil), "large", "policy-large", true)
 	pod.Labels[noWebhookLabel] = "true"
-	for k := range policy.MaxTransfers {
-		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("APP_VAR_%d", k), Value: "v"})
-	}
 	// policy.MaxSharedMounts app mounts, the most a policy shares: /data, these, and the
 	// ServiceAccount token's mount the API server adds before; each shared into every sidecar.
-	for k := range policy.MaxSharedMounts - 2 {
-		name := fmt.Sprintf("app-%d", k)
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/app/" + name})
-	}
+	policytest.AddAppValues(pod, policy.MaxSharedMounts-2)
 	eventually(t, "the largest set's policy to inject the pod", func() (bool, string) {
 		got, err := dryRun(t, pod)
 		if err != nil {

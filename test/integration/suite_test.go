@@ -23,7 +23,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/operator"
+	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	ourwebhook "github.com/sidecarset/sidecarset-operator/internal/webhook"
 )
 
@@ -112,6 +114,17 @@ func runSuite(m *testing.M) (int, error) {
 // runs against the oldest version the operator supports and the newest (make test-versions).
 var kubernetesMinor int
 
+// serverGitVersion is the suite's API server's version (its /version's gitVersion).
+var serverGitVersion string
+
+// policyOptions are the options the operator renders policies with for the suite's API server,
+// in scope.
+func policyOptions(scope inject.Scope) policy.Options {
+	return policy.Options{Scope: scope, LazyPod: policy.ReadsPodLazily(serverGitVersion)}
+}
+
+// serverMinor reads the API server's version: its minor, and its gitVersion into
+// serverGitVersion.
 func serverMinor(cfg *rest.Config) (int, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -121,6 +134,7 @@ func serverMinor(cfg *rest.Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the API server's version: %w", err)
 	}
+	serverGitVersion = v.GitVersion
 	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
 	if err != nil {
 		return 0, fmt.Errorf("the API server's minor version %q: %w", v.Minor, err)

@@ -39,35 +39,22 @@ import (
 // is not run; an ApplyConfiguration mutation is an error.
 func Admit(ctx context.Context, policy *admissionregistrationv1.MutatingAdmissionPolicy, binding *admissionregistrationv1.MutatingAdmissionPolicyBinding,
 	pod *corev1.Pod, namespace *corev1.Namespace) (*corev1.Pod, bool, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
+	o, err := podObjects()
+	if err != nil {
 		return nil, false, err
 	}
-	o := admission.NewObjectInterfacesFromScheme(scheme)
-	ns := namespace.DeepCopy()
-	if ns.Labels == nil {
-		ns.Labels = map[string]string{}
-	}
-	ns.Labels[corev1.LabelMetadataName] = ns.Name // as the API server sets it
-	attr := admission.NewAttributesRecord(pod.DeepCopy(), nil, corev1.SchemeGroupVersion.WithKind("Pod"), ns.Name, pod.Name,
-		corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "policytest"})
-
+	ns := withNameLabel(namespace)
+	attr := podAttributes(pod, ns)
 	matched, err := matches(attr, o, ns, policy, binding)
 	if err != nil || !matched {
 		return pod.DeepCopy(), false, err
 	}
-	versioned, err := admission.NewVersionedAttributes(attr, attr.GetKind(), o)
+	p, err := Compile(policy)
 	if err != nil {
 		return nil, true, err
 	}
-	if err := mutate(ctx, policy, versioned, o, ns); err != nil {
-		return nil, true, err
-	}
-	out, ok := versioned.VersionedObject.Object().(*corev1.Pod)
-	if !ok {
-		return nil, true, fmt.Errorf("the policy left a %T, not a Pod", versioned.VersionedObject.Object())
-	}
-	return out, true, nil
+	out, err := p.mutate(ctx, attr, o, ns)
+	return out, true, err
 }
 
 // matches asks the API server's matcher whether both the policy and its binding select the
@@ -86,48 +73,178 @@ func matches(attr admission.Attributes, o admission.ObjectInterfaces, ns *corev1
 	return matcher.BindingMatches(attr, o, mutating.NewMutatingAdmissionPolicyBindingAccessor(binding))
 }
 
-// mutate compiles the policy as the plugin does (its compilePolicy) and applies its
-// mutations in order, when its matchConditions hold.
-func mutate(ctx context.Context, policy *admissionregistrationv1.MutatingAdmissionPolicy, versioned *admission.VersionedAttributes,
-	o admission.ObjectInterfaces, ns *corev1.Namespace) error {
+// Program is a policy compiled as the plugin compiles it (its compilePolicy), once: its
+// variables, its matchConditions and its JSON patch mutations.
+type Program struct {
+	name      string
+	compiler  *plugincel.CompositedCompiler
+	matcher   matchconditions.Matcher // nil without matchConditions
+	mutations []patch.Patcher
+	objects   admission.ObjectInterfaces
+}
+
+// podObjects are the object interfaces (conversion, defaulting) of a scheme of core/v1.
+func podObjects() (admission.ObjectInterfaces, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return admission.NewObjectInterfacesFromScheme(scheme), nil
+}
+
+// Compile compiles policy in the API server's CEL environment, as the plugin does.
+func Compile(policy *admissionregistrationv1.MutatingAdmissionPolicy) (*Program, error) {
 	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := plugincel.OptionalVariableDeclarations{}
-	variables := make([]plugincel.NamedExpressionAccessor, len(policy.Spec.Variables))
-	for i, v := range policy.Spec.Variables {
-		variables[i] = &validating.Variable{Name: v.Name, Expression: v.Expression}
+	// An expression the API server cannot compile (too long, ill-typed) is an error here, as
+	// it is when the policy is written.
+	var errs []error
+	for _, v := range policy.Spec.Variables {
+		if res := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, environment.StoredExpressions); res.Error != nil {
+			errs = append(errs, fmt.Errorf("variables %s: %w", v.Name, res.Error))
+		}
 	}
-	compiler.CompileAndStoreVariables(variables, opts, environment.StoredExpressions)
-	ctx = compiler.CreateContext(ctx)
+	objects, err := podObjects()
+	if err != nil {
+		return nil, err
+	}
+	p := &Program{name: policy.Name, compiler: compiler, objects: objects}
 	if conditions := policy.Spec.MatchConditions; len(conditions) > 0 {
 		accessors := make([]plugincel.ExpressionAccessor, len(conditions))
 		for i := range conditions {
 			accessors[i] = (*matchconditions.MatchCondition)(&conditions[i])
 		}
-		m := matchconditions.NewMatcher(compiler.CompileCondition(accessors, opts, environment.StoredExpressions), policy.Spec.FailurePolicy, "policy", "mutate", policy.Name)
-		if res := m.Match(ctx, versioned, nil, nil); res.Error != nil || !res.Matches {
-			return res.Error
+		evaluator := compiler.CompileCondition(accessors, opts, environment.StoredExpressions)
+		for _, err := range evaluator.CompilationErrors() {
+			errs = append(errs, fmt.Errorf("matchConditions: %w", err))
 		}
+		p.matcher = matchconditions.NewMatcher(evaluator, policy.Spec.FailurePolicy, "policy", "mutate", policy.Name)
 	}
 	patchOpts := opts
 	patchOpts.HasPatchTypes = true
 	for i, m := range policy.Spec.Mutations {
 		if m.PatchType != admissionregistrationv1.PatchTypeJSONPatch || m.JSONPatch == nil {
-			return fmt.Errorf("mutations[%d]: only JSONPatch mutations are run here", i)
+			return nil, fmt.Errorf("mutations[%d]: only JSONPatch mutations are run here", i)
 		}
-		patcher := patch.NewJSONPatcher(compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression},
-			patchOpts, environment.StoredExpressions))
-		out, err := patcher.Patch(ctx, patch.Request{MatchedResource: versioned.GetResource(), VersionedAttributes: versioned,
+		evaluator := compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, patchOpts, environment.StoredExpressions)
+		for _, err := range evaluator.CompilationErrors() {
+			errs = append(errs, fmt.Errorf("mutations[%d]: %w", i, err))
+		}
+		p.mutations = append(p.mutations, patch.NewJSONPatcher(evaluator))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("policy %s: %w", policy.Name, errors.Join(errs...))
+	}
+	return p, nil
+}
+
+// Mutate applies the program's mutations to pod, created in namespace ns (which must hold its
+// name as the label kubernetes.io/metadata.name), as the plugin does once the policy and its
+// binding match: in order, when its matchConditions hold. It returns the pod as the policy
+// leaves it; pod is not modified.
+func (p *Program) Mutate(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (*corev1.Pod, error) {
+	return p.mutate(ctx, podAttributes(pod, ns), p.objects, ns)
+}
+
+// podAttributes is the admission request that creates pod in ns.
+func podAttributes(pod *corev1.Pod, ns *corev1.Namespace) admission.Attributes {
+	return admission.NewAttributesRecord(pod.DeepCopy(), nil, corev1.SchemeGroupVersion.WithKind("Pod"), ns.Name, pod.Name,
+		corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "policytest"})
+}
+
+func (p *Program) mutate(ctx context.Context, attr admission.Attributes, o admission.ObjectInterfaces, ns *corev1.Namespace) (*corev1.Pod, error) {
+	versioned, err := admission.NewVersionedAttributes(attr, attr.GetKind(), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.apply(ctx, versioned, o, ns); err != nil {
+		return nil, err
+	}
+	return podOf(versioned)
+}
+
+// apply runs the program on versioned as the plugin's dispatcher does: its matchConditions,
+// then, when they hold, its mutations in order, each updating versioned.
+func (p *Program) apply(ctx context.Context, versioned *admission.VersionedAttributes, o admission.ObjectInterfaces, ns *corev1.Namespace) error {
+	ctx = p.compiler.CreateContext(ctx)
+	if p.matcher != nil {
+		if res := p.matcher.Match(ctx, versioned, nil, nil); res.Error != nil || !res.Matches {
+			return res.Error
+		}
+	}
+	for i, m := range p.mutations {
+		out, err := m.Patch(ctx, patch.Request{MatchedResource: versioned.GetResource(), VersionedAttributes: versioned,
 			ObjectInterfaces: o, Namespace: ns}, celconfig.RuntimeCELCostBudget)
 		if err != nil {
-			return fmt.Errorf("mutations[%d]: %w", i, err)
+			return fmt.Errorf("policy %s: mutations[%d]: %w", p.name, i, err)
 		}
 		versioned.UpdateObject(out)
 	}
-	if versioned.VersionedObject.Object() == nil {
-		return errors.New("the policy left no object")
-	}
 	return nil
+}
+
+// podOf is the pod the policies left.
+func podOf(versioned *admission.VersionedAttributes) (*corev1.Pod, error) {
+	if versioned.VersionedObject.Object() == nil {
+		return nil, errors.New("the policies left no object")
+	}
+	out, ok := versioned.VersionedObject.Object().(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("the policies left a %T, not a Pod", versioned.VersionedObject.Object())
+	}
+	return out, nil
+}
+
+// Bound is a policy and one of its bindings.
+type Bound struct {
+	Policy  *admissionregistrationv1.MutatingAdmissionPolicy
+	Binding *admissionregistrationv1.MutatingAdmissionPolicyBinding
+}
+
+// AdmitAll creates pod in namespace through several policies in the order given, as one
+// request of the API server's plugin runs them: each that matches the pod as the ones before it
+// left it applies to it, and all share the request's versioned attributes, so what one policy's
+// evaluation leaves there (a pod read lazily once a matchCondition ran) holds for those after.
+// It returns the pod as the last leaves it.
+func AdmitAll(ctx context.Context, bound []Bound, pod *corev1.Pod, namespace *corev1.Namespace) (*corev1.Pod, error) {
+	o, err := podObjects()
+	if err != nil {
+		return nil, err
+	}
+	ns := withNameLabel(namespace)
+	versioned, err := admission.NewVersionedAttributes(podAttributes(pod, ns), corev1.SchemeGroupVersion.WithKind("Pod"), o)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bound {
+		matched, err := matches(versioned, o, ns, b.Policy, b.Binding)
+		if err != nil {
+			return nil, err
+		}
+		if !matched {
+			continue
+		}
+		p, err := Compile(b.Policy)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.apply(ctx, versioned, o, ns); err != nil {
+			return nil, err
+		}
+	}
+	return podOf(versioned)
+}
+
+// withNameLabel is a copy of namespace that holds its name as the label
+// kubernetes.io/metadata.name, as the API server sets it.
+func withNameLabel(namespace *corev1.Namespace) *corev1.Namespace {
+	ns := namespace.DeepCopy()
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[corev1.LabelMetadataName] = ns.Name
+	return ns
 }
