@@ -102,10 +102,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	opts, err := r.options(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	opts, foreign := r.options(ctx)
 	p := &pass{snap: r.Sets.Load(), sets: sets, revs: revs, keep: map[string]bool{}, states: map[string]PolicyState{}, opts: opts}
 	for _, set := range sets {
 		if set.DeletionTimestamp != nil {
@@ -119,6 +116,9 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.
 	if err := r.prune(ctx, p.keep); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Only once every policy is rendered for it: a pass that failed is retried, and watchForeign
+	// compares with what is in force.
+	r.lastForeign.Store(&foreign)
 	return ctrl.Result{RequeueAfter: p.after}, nil
 }
 
@@ -140,22 +140,25 @@ type pass struct {
 // reads the pod lazily (Options.LazyPod), a policy's matchCondition makes it read the pod lazily
 // for every policy after it in the same request, and a policy that puts the pod's own lists
 // into its patch then fails ("could not marshal to JSON"): with such a policy of another
-// party's in the cluster, none of ours has a matchCondition.
-func (r *PolicyReconciler) options(ctx context.Context) (policy.Options, error) {
-	opts := r.Options
+// party's in the cluster, none of ours has a matchCondition. foreign names that policy, or is
+// "" when there is none; when the policies cannot be listed, it is unknownForeign and the pod is
+// read whole, which is correct everywhere.
+func (r *PolicyReconciler) options(ctx context.Context) (opts policy.Options, foreign string) {
+	opts = r.Options
 	if !opts.LazyPod {
-		return opts, nil
+		return opts, ""
 	}
 	foreign, err := r.foreignPodPolicy(ctx)
 	if err != nil {
-		return opts, err
+		ctrl.LoggerFrom(ctx).Error(err, "Looking for MutatingAdmissionPolicies of other parties: the policies read the pod whole")
+		foreign = unknownForeign
 	}
-	r.lastForeign.Store(&foreign)
-	if foreign != "" {
-		opts.LazyPod = false
-	}
-	return opts, nil
+	opts.LazyPod = foreign == ""
+	return opts, foreign
 }
+
+// unknownForeign stands for the policies of other parties when they could not be listed.
+const unknownForeign = "(not listed)"
 
 // foreignPodPolicy is the name of a MutatingAdmissionPolicy that the operator did not render
 // and that may mutate pods as they are created, or "" when there is none.
@@ -191,7 +194,7 @@ func (r *PolicyReconciler) watchForeign(ctx context.Context, q workqueue.TypedRa
 		foreign, err := r.foreignPodPolicy(ctx)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Looking for MutatingAdmissionPolicies of other parties")
-			continue
+			foreign = unknownForeign
 		}
 		if last := r.lastForeign.Load(); last == nil || (*last == "") != (foreign == "") {
 			if foreign != "" {

@@ -720,7 +720,7 @@ func MayMutatePodCreation(p *admissionregistrationv1.MutatingAdmissionPolicy) bo
 		return false
 	}
 	for _, r := range p.Spec.MatchConstraints.ResourceRules {
-		if anyOf(r.APIGroups, "") && (anyOf(r.Resources, "pods") || slices.Contains(r.Resources, "*/*")) &&
+		if anyOf(r.APIGroups, "") && slices.ContainsFunc(r.Resources, matchesPods) &&
 			slices.ContainsFunc(r.Operations, func(op admissionregistrationv1.OperationType) bool {
 				return op == admissionregistrationv1.Create || op == admissionregistrationv1.OperationAll
 			}) {
@@ -728,6 +728,14 @@ func MayMutatePodCreation(p *admissionregistrationv1.MutatingAdmissionPolicy) bo
 		}
 	}
 	return false
+}
+
+// matchesPods reports whether a rule's resource matches the pods resource itself: "pods" or
+// "*", and, as the API server's rule matcher reads a subresource "*" as any subresource or none,
+// "pods/*" and "*/*".
+func matchesPods(resource string) bool {
+	res, sub, _ := strings.Cut(resource, "/")
+	return (res == "pods" || res == "*") && (sub == "" || sub == "*")
 }
 
 // anyOf: values hold v or the wildcard "*".

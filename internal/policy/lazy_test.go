@@ -167,7 +167,9 @@ func TestMayMutatePodCreation(t *testing.T) {
 		{"a later rule", []admissionregistrationv1.NamedRuleWithOperations{
 			rule([]string{"apps"}, []string{"deployments"}, create), rule([]string{""}, []string{"pods", "services"}, update, create)}, true},
 		{"pods on update", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{""}, []string{"pods"}, update)}, false},
-		{"pod subresources", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{""}, []string{"pods/*"}, create)}, false},
+		{"pods and every subresource", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{""}, []string{"pods/*"}, create)}, true},
+		{"one subresource", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{""}, []string{"pods/status", "pods/ephemeralcontainers"}, create)}, false},
+		{"every resource's status", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{""}, []string{"*/status"}, create)}, false},
 		{"another group", []admissionregistrationv1.NamedRuleWithOperations{rule([]string{"apps"}, []string{"pods"}, create)}, false},
 		{"no rules", nil, false},
 	} {
