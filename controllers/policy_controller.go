@@ -83,8 +83,9 @@ type PolicyReconciler struct {
 
 	// lastWrites is what the reconciler last wrote of each policy and binding.
 	lastWrites lastObjectWrites
-	// lastForeign is what the last look found: a policy of another party's, or "".
-	lastForeign atomic.Pointer[string]
+	// seenForeign is what the latest look found (watchForeign's, or the first pass's): a policy
+	// of another party's, or "". lastForeign is what the last pass that succeeded rendered for.
+	seenForeign, lastForeign atomic.Pointer[string]
 }
 
 // Reconcile renders every set's policy and binding and writes those that are not stored as
@@ -141,20 +142,32 @@ type pass struct {
 // for every policy after it in the same request, and a policy that puts the pod's own lists
 // into its patch then fails ("could not marshal to JSON"): with such a policy of another
 // party's in the cluster, none of ours has a matchCondition. foreign names that policy, or is
-// "" when there is none; when the policies cannot be listed, it is unknownForeign and the pod is
-// read whole, which is correct everywhere.
+// "" when there is none. A pass reads what watchForeign last found (the cache holds only the
+// operator's own policies, so no watch would tell it sooner); the first pass looks itself.
 func (r *PolicyReconciler) options(ctx context.Context) (opts policy.Options, foreign string) {
 	opts = r.Options
 	if !opts.LazyPod {
 		return opts, ""
 	}
+	seen := r.seenForeign.Load()
+	if seen == nil {
+		seen = r.lookForForeign(ctx)
+	}
+	opts.LazyPod = *seen == ""
+	return opts, *seen
+}
+
+// lookForForeign lists the policies (foreignPodPolicy) and keeps what it found in seenForeign:
+// when they cannot be listed, unknownForeign, and the pod is read whole, which is correct
+// everywhere.
+func (r *PolicyReconciler) lookForForeign(ctx context.Context) *string {
 	foreign, err := r.foreignPodPolicy(ctx)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Looking for MutatingAdmissionPolicies of other parties: the policies read the pod whole")
 		foreign = unknownForeign
 	}
-	opts.LazyPod = foreign == ""
-	return opts, foreign
+	r.seenForeign.Store(&foreign)
+	return &foreign
 }
 
 // unknownForeign stands for the policies of other parties when they could not be listed.
@@ -191,11 +204,7 @@ func (r *PolicyReconciler) watchForeign(ctx context.Context, q workqueue.TypedRa
 			return
 		case <-tick.C:
 		}
-		foreign, err := r.foreignPodPolicy(ctx)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Looking for MutatingAdmissionPolicies of other parties")
-			foreign = unknownForeign
-		}
+		foreign := *r.lookForForeign(ctx)
 		if last := r.lastForeign.Load(); last == nil || (*last == "") != (foreign == "") {
 			if foreign != "" {
 				ctrl.LoggerFrom(ctx).Info("A MutatingAdmissionPolicy the operator did not render mutates pods: the policies read the pod whole", "policy", foreign)
