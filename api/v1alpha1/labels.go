@@ -22,11 +22,16 @@ const (
 
 	// WebhookRouteAnnotation, set to WebhookRouteValue, marks a Pod that the admission policies
 	// of the operator's policy mode send to the webhook (a SidecarSet CEL cannot inject, several
-	// sets selecting the Pod, a clash to refuse). In policy mode the pod webhook is called only
-	// for Pods carrying it; the webhook removes it.
+	// sets selecting the Pod, a clash to refuse), with WebhookRouteLabel. The webhook removes it.
 	WebhookRouteAnnotation = "sidecarset.io/webhook"
 
-	// WebhookRouteValue is the value of WebhookRouteAnnotation.
+	// WebhookRouteLabel, set to WebhookRouteValue, is the same mark as a label. The policies add
+	// both, the pod webhook's matchCondition in policy mode takes either, and the webhook removes
+	// both. The label lets a later registration select routed pods by objectSelector, from the
+	// pod's labels with no CEL, once no policy marking the annotation alone (0.1.0's) can run.
+	WebhookRouteLabel = "sidecarset.io/webhook"
+
+	// WebhookRouteValue is the value of WebhookRouteAnnotation and WebhookRouteLabel.
 	WebhookRouteValue = "required"
 
 	// DefaultContainerAnnotation is kubectl's annotation naming the container that

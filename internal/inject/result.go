@@ -35,8 +35,10 @@ type Result struct {
 	volumes                    listEdit[corev1.Volume]
 	pullSecrets                listEdit[corev1.LocalObjectReference]
 	annotations                map[string]*string // key -> new value; nil value removes it
-	owners                     map[string]string  // injected container name -> set
-	copies                     map[string]*Copies // injected container name -> entries copied from app containers
+	// unrouted: the webhook removes the policy mode's route label (the only label it edits).
+	unrouted bool
+	owners   map[string]string  // injected container name -> set
+	copies   map[string]*Copies // injected container name -> entries copied from app containers
 	// podResources are the Pod's pod-level resources after padding (podResources: Pad); nil
 	// when injection leaves them as they are.
 	podResources *corev1.ResourceRequirements
@@ -194,10 +196,11 @@ func (b *builder) finish(res *Result) {
 		res.annotations[appsv1alpha1.StatusAnnotation] = nil
 	}
 	b.pinnedImages(res.annotations)
-	// A pod the policy mode's admission policies sent here leaves without their mark.
+	// A pod the policy mode's admission policies sent here leaves without their marks.
 	if _, ok := pod.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
 		res.annotations[appsv1alpha1.WebhookRouteAnnotation] = nil
 	}
+	_, res.unrouted = pod.Labels[appsv1alpha1.WebhookRouteLabel]
 	// kubectl exec and logs default to the first container: pin it to the app's when sidecars
 	// join spec.containers (a BeforeAppContainer sidecar would otherwise take its place).
 	if _, ok := b.annotations[appsv1alpha1.DefaultContainerAnnotation]; !ok && b.addedContainers && len(b.appContainers) > 0 {
@@ -210,7 +213,7 @@ func containerName(c *corev1.Container) string { return c.Name }
 
 // Changed reports whether the Pod needs any change.
 func (r *Result) Changed() bool {
-	return !r.containers.noop || !r.initContainers.noop || !r.volumes.noop || !r.pullSecrets.noop || len(r.annotations) > 0 || r.podResources != nil
+	return !r.containers.noop || !r.initContainers.noop || !r.volumes.noop || !r.pullSecrets.noop || len(r.annotations) > 0 || r.podResources != nil || r.unrouted
 }
 
 // Pod returns a copy of the input Pod with the injection applied. The input is not modified.
@@ -232,6 +235,9 @@ func (r *Result) Pod() *corev1.Pod {
 			pod.Annotations = map[string]string{}
 		}
 		pod.Annotations[k] = *v
+	}
+	if r.unrouted {
+		delete(pod.Labels, appsv1alpha1.WebhookRouteLabel)
 	}
 	return pod
 }
@@ -289,6 +295,9 @@ func (r *Result) patch(container func(*corev1.Container) any) []jsonpatch.Operat
 	ops = append(ops, r.volumes.ops("/spec/volumes", nil)...)
 	ops = append(ops, r.pullSecrets.ops("/spec/imagePullSecrets", nil)...)
 	ops = append(ops, r.podResourcesOps()...)
+	if r.unrouted {
+		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/labels/" + escapeJSONPointer(appsv1alpha1.WebhookRouteLabel)})
+	}
 	return append(ops, r.annotationOps()...)
 }
 

@@ -252,8 +252,13 @@ func containerPortTaken(c *appsv1alpha1.SidecarContainer, init bool, path string
 	return nil
 }
 
-// routeOps adds the route annotation.
-var routeOps = addAnnotations(annotation{key: appsv1alpha1.WebhookRouteAnnotation, value: quote(appsv1alpha1.WebhookRouteValue)})
+// routeOps adds the route label and the route annotation; the pod webhook's matchCondition in
+// policy mode takes either (0.1.0's took the annotation alone, which its policies still write
+// while an upgrade replaces them). The pod has labels: the policy's objectSelector requires the
+// opt-in label.
+var routeOps = fmt.Sprintf(`[JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey(%s), value: %s}] + `,
+	quote(appsv1alpha1.WebhookRouteLabel), quote(appsv1alpha1.WebhookRouteValue)) +
+	addAnnotations(annotation{key: appsv1alpha1.WebhookRouteAnnotation, value: quote(appsv1alpha1.WebhookRouteValue)})
 
 // annotation is one annotation a patch adds: its key, and its value as a CEL string expression.
 type annotation struct {
@@ -309,9 +314,11 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 	return strings.Join(terms, " || "), nil
 }
 
-// routedCEL: another policy sent the pod to the webhook already; or it is a mirror pod (a static
-// pod's API object: the kubelet runs its manifest), which nothing injects.
-var routedCEL = hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)
+// routedCEL: another policy sent the pod to the webhook already (its label, or the annotation
+// alone from a policy of 0.1.0's); or it is a mirror pod (a static pod's API object: the kubelet
+// runs its manifest), which nothing injects.
+var routedCEL = fmt.Sprintf("has(object.metadata.labels) && %s in object.metadata.labels", quote(appsv1alpha1.WebhookRouteLabel)) +
+	" || " + hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)
 
 // recordedCEL: the pod records injected sidecars (an exported pod, or one another policy
 // injected); the webhook keeps what the record names.

@@ -103,18 +103,22 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	} else if err := decode(req.Object.Raw, &view); err != nil {
 		return h.decodeError(err)
 	}
-	return unroute(view.Metadata.Annotations, h.handle(ctx, req, &view))
+	return unroute(&view.Metadata, h.handle(ctx, req, &view))
 }
 
 // unroute removes, from a pod let through unchanged (the engine handles every pod it changes),
-// the policy mode's routing mark, so that no pod is stored with it, and a record of pinned
-// sidecar images the pod's author wrote (sidecarset.io/images), which only the engine writes:
-// the pinned-images admission policy would hold the pod to it.
-func unroute(annotations map[string]string, resp admission.Response) admission.Response {
+// the policy mode's routing marks (label and annotation), so that no pod is stored with them,
+// and a record of pinned sidecar images the pod's author wrote (sidecarset.io/images), which
+// only the engine writes: the pinned-images admission policy would hold the pod to it.
+func unroute(meta *podMeta, resp admission.Response) admission.Response {
 	if !resp.Allowed || len(resp.Patches) > 0 {
 		return resp
 	}
+	annotations := meta.Annotations
 	var ops []jsonpatch.Operation
+	if _, ok := meta.Labels[appsv1alpha1.WebhookRouteLabel]; ok {
+		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/labels/" + strings.ReplaceAll(appsv1alpha1.WebhookRouteLabel, "/", "~1")})
+	}
 	for _, key := range []string{appsv1alpha1.WebhookRouteAnnotation, appsv1alpha1.ImagesAnnotation} {
 		if _, ok := annotations[key]; ok {
 			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/annotations/" + strings.ReplaceAll(key, "/", "~1")})

@@ -882,13 +882,14 @@ func contains(s string, parts ...string) bool {
 }
 
 // TestPodInjectorRemovesTheRouteMark: a pod that policy mode's admission policies sent here
-// leaves without their mark, and without a record of pinned images its author wrote, also when
+// leaves without their marks (label and annotation), and without a record of pinned images its author wrote, also when
 // the webhook lets it through unchanged (no set selects it any more, its namespace is never
 // injected, it opted out); a denial stays a denial.
 func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 	marked := func(labels map[string]string, extra ...corev1.Container) *corev1.Pod {
 		pod := optedInPod("shop", labels, extra...)
 		pod.Annotations[appsv1alpha1.WebhookRouteAnnotation] = appsv1alpha1.WebhookRouteValue
+		pod.Labels[appsv1alpha1.WebhookRouteLabel] = appsv1alpha1.WebhookRouteValue
 		pod.Annotations[appsv1alpha1.ImagesAnnotation] = "agent=registry.example/agent@sha256:" + strings.Repeat("f", 64)
 		return pod
 	}
@@ -916,6 +917,14 @@ func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 			got := decodePod(t, applyPatch(t, req, resp))
 			if _, ok := got.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
 				t.Errorf("the route mark stayed: annotations %v", got.Annotations)
+			}
+			if _, ok := got.Labels[appsv1alpha1.WebhookRouteLabel]; ok {
+				t.Errorf("the route label stayed: labels %v", got.Labels)
+			}
+			for k, v := range tc.pod.Labels {
+				if k != appsv1alpha1.WebhookRouteLabel && got.Labels[k] != v {
+					t.Errorf("the pod's own label %s=%s was lost or changed: %v", k, v, got.Labels)
+				}
 			}
 			if _, ok := got.Annotations[appsv1alpha1.ImagesAnnotation]; ok {
 				t.Errorf("the author's record of pinned images stayed: annotations %v", got.Annotations)

@@ -38,4 +38,7 @@ func TestPolicyLeavesExcludedNamespacesAlone(t *testing.T) {
 	if v, ok := got.Annotations[appsv1alpha1.WebhookRouteAnnotation]; ok {
 		t.Errorf("the policy routed a pod of the excluded namespace %s to the webhook (%s)", excluded, v)
 	}
+	if v, ok := got.Labels[appsv1alpha1.WebhookRouteLabel]; ok {
+		t.Errorf("the policy labelled a pod of the excluded namespace %s for the webhook (%s)", excluded, v)
+	}
 }

@@ -117,8 +117,8 @@ type outcome struct {
 // MutatingAdmissionPolicy; the pod webhook registered with policy mode's matchCondition, so it
 // is called only for pods a policy routes to it). Both must store the same pod, or refuse it
 // with the same message. What the policies do alone is checked too: the cases in routedCases
-// carry the route annotation and nothing else changed, every other case is already the final
-// pod.
+// carry the route label and annotation and nothing else changed, every other case is already
+// the final pod.
 func TestPolicyModeStoresWhatTheWebhookStores(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	cases := injecttest.LoadCases(t, "../../internal/inject/testdata")
@@ -197,14 +197,17 @@ func awaitWebhookCalled(t *testing.T, pod *corev1.Pod) {
 	})
 }
 
-// isRouted reports whether the policies alone stored the pod as created plus the route
-// annotation.
+// isRouted reports whether the policies alone stored the pod as created plus the route label
+// and annotation.
 func isRouted(pod *corev1.Pod, got outcome) (bool, string) {
 	if got.Pod == nil {
 		return false, "the policies alone refused the pod: " + got.Error
 	}
 	if v := got.Pod.Annotations[appsv1alpha1.WebhookRouteAnnotation]; v != appsv1alpha1.WebhookRouteValue {
 		return false, fmt.Sprintf("the policies alone did not route the pod to the webhook: annotations %v", got.Pod.Annotations)
+	}
+	if v := got.Pod.Labels[appsv1alpha1.WebhookRouteLabel]; v != appsv1alpha1.WebhookRouteValue {
+		return false, fmt.Sprintf("the policies alone did not label the pod for the webhook: labels %v", got.Pod.Labels)
 	}
 	if a, b := containerNames(pod.Spec.Containers), containerNames(got.Pod.Spec.Containers); !cmp.Equal(a, b) {
 		return false, fmt.Sprintf("a routed pod's containers changed: %v -> %v", a, b)
