@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,12 +103,37 @@ func runSuite(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer stopBeforeTimeout(env)()
 	code := m.Run()
 	cancel()
 	if err := <-stopped; err != nil {
 		return code, fmt.Errorf("manager: %w", err)
 	}
 	return code, nil
+}
+
+// stopBeforeTimeout stops env's control plane shortly before the test binary's -timeout
+// panics, which ends the process without running TestMain's deferred calls: the kube-apiserver
+// and etcd the suite started would be left running. It returns what cancels the watch.
+func stopBeforeTimeout(env *envtest.Environment) (cancel func()) {
+	flag.Parse()
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return func() {}
+	}
+	timeout, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	// Room for envtest to stop both (each is given 20 s to exit before it is killed).
+	const margin = 60 * time.Second
+	if timeout <= margin {
+		return func() {}
+	}
+	timer := time.AfterFunc(timeout-margin, func() {
+		fmt.Fprintf(os.Stderr, "integration suite: the -timeout of %s ends the tests in %s; stopping the control plane the suite started\n", timeout, margin)
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	})
+	return func() { timer.Stop() }
 }
 
 // kubernetesMinor is the suite's API server's minor version: 1.<kubernetesMinor>. The suite
