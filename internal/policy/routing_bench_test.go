@@ -32,7 +32,9 @@ import (
 //
 //   - matchCondition: the registration of config/components/policy-mode, a matchCondition on
 //     the route marks. The webhook plugin converts the pod from the API server's internal form
-//     to v1 for it (a conversion of its own: the policy plugin's is not shared) and evaluates it.
+//     to v1 for it (a conversion of its own: the policy plugin's is not shared; another webhook
+//     called for the pod would share it) and evaluates it.
+//   - matchCondition-0.1.0: the same with 0.1.0's condition, on the annotation alone.
 //   - label-objectSelector: a registration whose objectSelector requires the route label as
 //     well as the opt-in label: a lookup in the pod's labels, what the policies' route label
 //     allows once no policy of 0.1.0's (which marks the annotation alone) can be running.
@@ -88,6 +90,8 @@ func BenchmarkWebhookRouting(b *testing.B) {
 	routed.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: appsv1alpha1.WebhookRouteLabel, Operator: metav1.LabelSelectorOpExists}}
 	oldRegistration, newRegistration := selector(optedIn), selector(routed)
 	routedByMark := matchconditions.NewMatcher(condition(routeMatchCondition(b)), nil, "webhook", "admit", "inject.sidecarset.io")
+	routedByAnnotation := matchconditions.NewMatcher(condition(`has(object.metadata.annotations) && "sidecarset.io/webhook" in object.metadata.annotations`),
+		nil, "webhook", "admit", "inject.sidecarset.io")
 	podLabels := func() labels.Set {
 		m, err := meta.Accessor(attr.GetObject())
 		if err != nil {
@@ -96,21 +100,26 @@ func BenchmarkWebhookRouting(b *testing.B) {
 		return labels.Set(m.GetLabels())
 	}
 
-	b.Run("matchCondition", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if !oldRegistration.Matches(podLabels()) {
-				b.Fatal("the opted-in pod does not match the registration")
+	for _, way := range []struct {
+		name    string
+		matcher matchconditions.Matcher
+	}{{"matchCondition", routedByMark}, {"matchCondition-0.1.0", routedByAnnotation}} {
+		b.Run(way.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !oldRegistration.Matches(podLabels()) {
+					b.Fatal("the opted-in pod does not match the registration")
+				}
+				versioned, err := admission.NewVersionedAttributes(attr, podKind, objects)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res := way.matcher.Match(b.Context(), versioned, nil, nil); res.Error != nil || res.Matches {
+					b.Fatalf("the matchCondition: matches %t, %v", res.Matches, res.Error)
+				}
 			}
-			versioned, err := admission.NewVersionedAttributes(attr, podKind, objects)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res := routedByMark.Match(b.Context(), versioned, nil, nil); res.Error != nil || res.Matches {
-				b.Fatalf("the matchCondition: matches %t, %v", res.Matches, res.Error)
-			}
-		}
-	})
+		})
+	}
 	b.Run("label-objectSelector", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

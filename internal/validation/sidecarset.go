@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,7 +63,25 @@ func validateSelectors(spec *appsv1alpha1.SidecarSetSpec, path *field.Path) fiel
 		return append(field.ErrorList{field.Invalid(selPath, sel,
 			"an empty selector would select every opted-in Pod; add at least one matchLabels entry or matchExpressions requirement")}, errs...)
 	}
+	errs = append(errs, reservedSelectorKeys(sel, selPath)...)
 	return append(metav1validation.ValidateLabelSelector(sel, opts, selPath), errs...)
+}
+
+// reservedSelectorKeys refuses a selector on the route label (sidecarset.io/webhook): in policy
+// mode the policies add it to the pods they send to the webhook, which removes it, so a set
+// selecting on it would select different pods in each mode.
+func reservedSelectorKeys(sel *metav1.LabelSelector, path *field.Path) field.ErrorList {
+	const why = "is the operator's route label in policy mode, added to pods during admission and removed before they are stored: select pods by their own labels"
+	var errs field.ErrorList
+	if _, ok := sel.MatchLabels[appsv1alpha1.WebhookRouteLabel]; ok {
+		errs = append(errs, field.Invalid(path.Child("matchLabels").Key(appsv1alpha1.WebhookRouteLabel), appsv1alpha1.WebhookRouteLabel, appsv1alpha1.WebhookRouteLabel+" "+why))
+	}
+	for i, r := range sel.MatchExpressions {
+		if r.Key == appsv1alpha1.WebhookRouteLabel {
+			errs = append(errs, field.Invalid(path.Child("matchExpressions").Index(i).Child("key"), r.Key, r.Key+" "+why))
+		}
+	}
+	return errs
 }
 
 // validateSpec checks everything in the spec that does not depend on other SidecarSets.

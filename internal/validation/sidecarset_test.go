@@ -125,6 +125,13 @@ func TestValidateSidecarSetMetadataAndSelectors(t *testing.T) {
 			s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
 				metav1.LabelSelectorRequirement{Key: "env", Operator: "Like", Values: []string{"prod"}})
 		}, want: []wantErr{{"spec.selector.matchExpressions[1].operator", field.ErrorTypeInvalid}}},
+		{name: "selector on the route label", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchLabels[appsv1alpha1.WebhookRouteLabel] = appsv1alpha1.WebhookRouteValue
+		}, want: []wantErr{{"spec.selector.matchLabels[sidecarset.io/webhook]", field.ErrorTypeInvalid}}, detail: "route label"},
+		{name: "selector expression on the route label", mutate: func(s *appsv1alpha1.SidecarSet) {
+			s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions,
+				metav1.LabelSelectorRequirement{Key: appsv1alpha1.WebhookRouteLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+		}, want: []wantErr{{"spec.selector.matchExpressions[1].key", field.ErrorTypeInvalid}}, detail: "select pods by their own labels"},
 		{name: "namespace selector Exists with values", mutate: func(s *appsv1alpha1.SidecarSet) {
 			s.Spec.NamespaceSelector = expr(req("mesh", exists, "enabled"))
 		}, want: []wantErr{{"spec.namespaceSelector.matchExpressions[0].values", field.ErrorTypeForbidden}}},

@@ -107,16 +107,18 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 }
 
 // unroute removes, from a pod let through unchanged (the engine handles every pod it changes),
-// the policy mode's routing marks (label and annotation), so that no pod is stored with them,
-// and a record of pinned sidecar images the pod's author wrote (sidecarset.io/images), which
-// only the engine writes: the pinned-images admission policy would hold the pod to it.
+// the policy mode's routing marks, so that no pod this webhook admits is stored with them, and
+// a record of pinned sidecar images the pod's author wrote (sidecarset.io/images), which only
+// the engine writes: the pinned-images admission policy would hold the pod to it. The route
+// label goes from opted-in pods only, the only ones a policy marks: a label may be in a
+// controller's selector, and one the author wrote on another pod is left as written.
 func unroute(meta *podMeta, resp admission.Response) admission.Response {
 	if !resp.Allowed || len(resp.Patches) > 0 {
 		return resp
 	}
 	annotations := meta.Annotations
 	var ops []jsonpatch.Operation
-	if _, ok := meta.Labels[appsv1alpha1.WebhookRouteLabel]; ok {
+	if _, ok := meta.Labels[appsv1alpha1.WebhookRouteLabel]; ok && meta.Labels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue {
 		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/labels/" + strings.ReplaceAll(appsv1alpha1.WebhookRouteLabel, "/", "~1")})
 	}
 	for _, key := range []string{appsv1alpha1.WebhookRouteAnnotation, appsv1alpha1.ImagesAnnotation} {

@@ -13,8 +13,7 @@ import (
 // registers it, a pod reaches the webhook when it carries the route label (as the policies
 // mark it now, with the annotation), or the route annotation alone (as the policies of 0.1.0
 // mark it while an upgrade replaces them); the webhook injects it and it is stored without
-// either mark. A pod with neither mark is not sent to the webhook, and a pod that did not opt
-// in keeps the annotation its author wrote.
+// either mark. A pod with neither mark is not sent to the webhook.
 func TestPolicyModeWebhookTakesEitherRouteMark(t *testing.T) {
 	needsKubernetes(t, policyModeMinor, "policy mode (MutatingAdmissionPolicy v1)")
 	registerPolicyModeWebhook(t)
@@ -51,11 +50,4 @@ func TestPolicyModeWebhookTakesEitherRouteMark(t *testing.T) {
 		t.Errorf("a pod without a route mark reached the webhook (no policy runs here): containers %v", names)
 	}
 
-	other := appPod(ns, "not-opted-in", "policy-routed", false)
-	other.Annotations = map[string]string{appsv1alpha1.WebhookRouteAnnotation: "mine"}
-	got, err = dryRun(t, other)
-	must(t, err)
-	if v := got.Annotations[appsv1alpha1.WebhookRouteAnnotation]; v != "mine" {
-		t.Errorf("a pod that did not opt in lost its own annotation: annotations %v", got.Annotations)
-	}
 }
