@@ -19,11 +19,7 @@ import (
 // renders it, and policy mode's floor (a policy applying the same patch as constants, reading
 // nothing of the pod), each compiled once as the API server compiles it.
 func BenchmarkPolicyAdmission(b *testing.B) {
-	set := builders.SidecarSet("bench", builders.Selecting("throughput"),
-		builders.WithContainers(corev1.Container{Name: "bench-agent", Image: "registry.example/agent:1.0"}))
-	pod := builders.Pod("bench", "pod", builders.WithLabels(map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}),
-		builders.WithSpec(builders.KwokPodSpec()))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{corev1.LabelMetadataName: "bench"}}}
+	set, pod, ns := benchInputs()
 
 	compiled, err := policy.Compile(set, nil, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: "sidecarset-system"}})
 	if err != nil || compiled.Unsupported != nil {
@@ -70,4 +66,14 @@ func BenchmarkPolicyAdmission(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchInputs are make bench-scale's bench set, a pod it selects, and the pod's namespace.
+func benchInputs() (*appsv1alpha1.SidecarSet, *corev1.Pod, *corev1.Namespace) {
+	set := builders.SidecarSet("bench", builders.Selecting("throughput"),
+		builders.WithContainers(corev1.Container{Name: "bench-agent", Image: "registry.example/agent:1.0"}))
+	pod := builders.Pod("bench", "pod", builders.WithLabels(map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}),
+		builders.WithSpec(builders.KwokPodSpec()))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{corev1.LabelMetadataName: "bench"}}}
+	return set, pod, ns
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/sidecarset/sidecarset-operator/internal/inject"
 	"github.com/sidecarset/sidecarset-operator/internal/policy"
 	"github.com/sidecarset/sidecarset-operator/internal/policy/policytest"
-	"github.com/sidecarset/sidecarset-operator/test/builders"
 )
 
 // BenchmarkWebhookRouting is what the API server does in policy mode, for each opted-in pod a
@@ -39,11 +38,7 @@ import (
 //     well as the opt-in label: a lookup in the pod's labels, what the policies' route label
 //     allows once no policy of 0.1.0's (which marks the annotation alone) can be running.
 func BenchmarkWebhookRouting(b *testing.B) {
-	set := builders.SidecarSet("bench", builders.Selecting("throughput"),
-		builders.WithContainers(corev1.Container{Name: "bench-agent", Image: "registry.example/agent:1.0"}))
-	pod := builders.Pod("bench", "pod", builders.WithLabels(map[string]string{"app": "throughput", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}),
-		builders.WithSpec(builders.KwokPodSpec()))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{corev1.LabelMetadataName: "bench"}}}
+	set, pod, ns := benchInputs()
 	compiled, err := policy.Compile(set, nil, nil, policy.Options{Scope: inject.Scope{OperatorNamespace: "sidecarset-system"}, LazyPod: true})
 	if err != nil {
 		b.Fatal(err)
