@@ -314,11 +314,12 @@ func selectedByOthers(self string, others []*appsv1alpha1.SidecarSet) (string, e
 	return strings.Join(terms, " || "), nil
 }
 
-// routedCEL: another policy sent the pod to the webhook already (its label, or the annotation
-// alone from a policy of 0.1.0's); or it is a mirror pod (a static pod's API object: the kubelet
-// runs its manifest), which nothing injects.
-var routedCEL = fmt.Sprintf("has(object.metadata.labels) && %s in object.metadata.labels", quote(appsv1alpha1.WebhookRouteLabel)) +
-	" || " + hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)
+// routedCEL: another policy sent the pod to the webhook already (every policy, 0.1.0's too,
+// adds the annotation); or it is a mirror pod (a static pod's API object: the kubelet runs its
+// manifest), which nothing injects. The route label alone is not read: only a pod's author
+// writes it alone, and the webhook, called for it, keeps what the policy injected (the same
+// record) and removes it.
+var routedCEL = hasAnnotation(appsv1alpha1.WebhookRouteAnnotation) + " || " + hasAnnotation(inject.MirrorPodAnnotation)
 
 // recordedCEL: the pod records injected sidecars (an exported pod, or one another policy
 // injected); the webhook keeps what the record names.

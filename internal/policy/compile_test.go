@@ -340,11 +340,10 @@ func TestCompileOthers(t *testing.T) {
 	}
 }
 
-// readsLabels reports whether a mutation reads the pod's or its namespace's labels beyond the
-// route label (the check for a pod routed already): only another set's selectors do.
+// readsLabels reports whether a mutation reads the pod's or its namespace's labels: only
+// another set's selectors do.
 func readsLabels(mutation string) bool {
-	routed := fmt.Sprintf("has(object.metadata.labels) && %q in object.metadata.labels", appsv1alpha1.WebhookRouteLabel)
-	return strings.Contains(strings.ReplaceAll(mutation, routed, ""), "object.metadata.labels")
+	return strings.Contains(mutation, "object.metadata.labels")
 }
 
 // TestCompileOthersOrder checks that the order in which the others come (a cache list's,
