@@ -266,7 +266,27 @@ type creations struct {
 	wg      sync.WaitGroup
 	created int
 	failed  []string
-	bare    []string
+	// refusals are the failed creations, with when each was sent and answered.
+	refusals []refusal
+	bare     []string
+}
+
+// refusal is a creation the API server refused: sent at start, answered at end.
+type refusal struct {
+	start, end time.Time
+	err        error
+	text       string // as in creations.failed
+}
+
+// inFlightAt reports whether the creation was sent before kill ended and answered after it
+// began, failing as a request does whose connection is lost under it (a webhook replica killed
+// while it answered: a Service's endpoints fail the same way, and the API server does not
+// retry a webhook call).
+func (r refusal) inFlightAt(killStart, killEnd time.Time) bool {
+	msg := r.err.Error()
+	lost := strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "connection lost") ||
+		strings.Contains(msg, "broken pipe")
+	return lost && r.start.Before(killEnd) && r.end.After(killStart)
 }
 
 func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar string) *creations {
@@ -285,9 +305,13 @@ func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar s
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", app, i),
 				Labels: map[string]string{"app": app, appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}}, Spec: podSpec()}
+			start := time.Now()
 			switch err := k8s.Create(ctx, pod); {
 			case err != nil:
-				c.failed = append(c.failed, fmt.Sprintf("creating pod %s at %s: %v", pod.Name, time.Now().Format(time.StampMilli), err))
+				end := time.Now()
+				text := fmt.Sprintf("creating pod %s at %s: %v", pod.Name, end.Format(time.StampMilli), err)
+				c.failed = append(c.failed, text)
+				c.refusals = append(c.refusals, refusal{start: start, end: end, err: err, text: text})
 			case !hasContainer(pod, sidecar):
 				c.bare = append(c.bare, fmt.Sprintf("pod %s stored without %s at %s", pod.Name, sidecar, time.Now().Format(time.StampMilli)))
 			default:
