@@ -67,7 +67,7 @@ const MirrorPodAnnotation = corev1.MirrorPodAnnotationKey
 // pod's metadata (its namespace, labels and annotations are read), namespaceLabels the labels
 // of its namespace. Nothing is modified.
 func Gate(pod *metav1.ObjectMeta, namespaceLabels map[string]string, scope Scope) (ok bool, reason GateReason, message string) {
-	if !optedIn(pod.Labels) {
+	if !OptedIn(pod.Labels) {
 		return false, GateNotOptedIn, notOptedInMessage
 	}
 	if why := scope.excludes(pod.Namespace); why != "" {
@@ -135,8 +135,9 @@ func OptInSelector() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}}
 }
 
-// optedIn reports whether pod labels carry the opt-in label.
-func optedIn(podLabels map[string]string) bool {
+// OptedIn reports whether pod labels carry the opt-in label (the one rule; OptInSelector is its
+// selector).
+func OptedIn(podLabels map[string]string) bool {
 	return podLabels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue
 }
 

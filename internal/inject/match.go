@@ -33,7 +33,7 @@ func (c *CompiledSet) SelectsNamespace(namespaceLabels map[string]string) bool {
 // is not a matter of matching: a paused set still matches (and counts) its Pods.
 func (c *CompiledSet) Match(podLabels, namespaceLabels map[string]string) MatchReason {
 	switch {
-	case !optedIn(podLabels):
+	case !OptedIn(podLabels):
 		return NotOptedIn
 	case !c.SelectsPod(podLabels):
 		return SelectorMismatch

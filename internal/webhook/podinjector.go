@@ -116,14 +116,16 @@ func unroute(meta *podMeta, resp admission.Response) admission.Response {
 	if !resp.Allowed || len(resp.Patches) > 0 {
 		return resp
 	}
-	annotations := meta.Annotations
 	var ops []jsonpatch.Operation
-	if _, ok := meta.Labels[appsv1alpha1.WebhookRouteLabel]; ok && meta.Labels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue {
-		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/labels/" + strings.ReplaceAll(appsv1alpha1.WebhookRouteLabel, "/", "~1")})
+	remove := func(field, key string) {
+		ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/" + field + "/" + strings.ReplaceAll(key, "/", "~1")})
+	}
+	if _, ok := meta.Labels[appsv1alpha1.WebhookRouteLabel]; ok && inject.OptedIn(meta.Labels) {
+		remove("labels", appsv1alpha1.WebhookRouteLabel)
 	}
 	for _, key := range []string{appsv1alpha1.WebhookRouteAnnotation, appsv1alpha1.ImagesAnnotation} {
-		if _, ok := annotations[key]; ok {
-			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: "/metadata/annotations/" + strings.ReplaceAll(key, "/", "~1")})
+		if _, ok := meta.Annotations[key]; ok {
+			remove("annotations", key)
 		}
 	}
 	if len(ops) == 0 {
