@@ -28,7 +28,7 @@ func TestTwoReplicasFeedOneRefusingStatus(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("via-%s-%d", via, i),
 				Labels: map[string]string{"app": "refused", appsv1alpha1.InjectLabel: appsv1alpha1.InjectLabelValue}}, Spec: podSpec()}
 			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "e2e-refuser-agent", Image: "registry.example/mine:1"})
-			if err := k8s.Create(ctx, pod); err == nil || !strings.Contains(err.Error(), `SidecarSet "e2e-refuser"`) {
+			if err := createAfterStop(t, pod); err == nil || !strings.Contains(err.Error(), `SidecarSet "e2e-refuser"`) {
 				t.Fatalf("pod %s: %v; want it refused naming the set", pod.Name, err)
 			}
 		}

@@ -14,20 +14,22 @@ import (
 )
 
 // TestCompleteWaitsForTheKubelet: a kubelet that, like a real one, reports the old image running
-// and Ready for 3 s after each patch (the old container's grace period). Through the API
+// and Ready for 6 s after each patch (the old container's grace period). Through the API
 // server, the set never says RollingUpdate Complete, nor PodsReady True, while a pod it
 // patched reports the old image for longer than the status takes to follow; it says Complete
 // once the kubelet reports the new images in every pod, with updatedReadyPods equal to the
 // matched pods.
 func TestCompleteWaitsForTheKubelet(t *testing.T) {
 	ns := newNamespace(t, nil)
-	runFakeKubelet(t, &fakeKubelet{ns: ns, delay: 3 * time.Second, keepsReady: true})
+	runFakeKubelet(t, &fakeKubelet{ns: ns, delay: 6 * time.Second, keepsReady: true})
 	set := createSet(t, rollingSet("complete", "complete"))
 	pods := rolloutPods(t, ns, "complete", 2)
 	waitForCounts(t, set, counts{2, 2, 2, 2})
 
 	setImages(t, set, func(s *appsv1alpha1.SidecarSet) { s.Spec.Containers[0].Image = "registry.example/agent:2.0" })
-	const follow = time.Second // the status follows a pod within this (250 ms between writes)
+	// The status follows a pod within this: 250 ms between writes, and the rest for a loaded
+	// 2-core machine, well short of the kubelet's delay so that every pod is checked.
+	const follow = 2500 * time.Millisecond
 	oldSince := map[string]time.Time{}
 	// old reports the pods whose spec names the new image while the kubelet reports another,
 	// with when each was first seen so.
