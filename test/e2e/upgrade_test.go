@@ -92,13 +92,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// The rolling update: a new replica, Ready, then an old one stopped (TERM: it releases the
 	// lease if it leads), twice.
 	start := time.Now()
-	var stops [][2]time.Time // when each old replica was asked to stop, and when it had
-	for i, name := range []string{"upgraded-0", "upgraded-1"} {
-		must(t, startOperator(name))
-		stopping := time.Now()
-		stopOperator(t, fmt.Sprintf("release-%d", i), "TERM")
-		stops = append(stops, [2]time.Time{stopping, time.Now()})
-	}
+	stops := replaceReplicas(t, []string{"release-0", "release-1"}, []string{"upgraded-0", "upgraded-1"}, startOperator)
 	upgraded := time.Since(start)
 	var mid appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &mid))
@@ -113,34 +107,11 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Logf("upgraded %s to this commit in %s with a rollout in flight (%d of 6 pods updated when the last old replica stopped): %d pods created meanwhile (%d refused, %d without their sidecars), "+
 		"%.0f pod writes for a rollout of 6 pods, highest unavailable %d of 1", version, upgraded.Round(time.Millisecond), mid.Status.UpdatedPods,
 		created.created, len(created.failed), len(created.bare), patched, budget.Highest())
-	// A creation whose webhook call lost its connection while an old replica stopped raced
-	// that replica closing its idle keep-alive connections as it shut down (the previous
-	// release does not drain): the API server does not retry a POST that ends so, and the
-	// failure reads EOF or "use of closed network connection" as the close and the write
-	// cross. At most one per old replica stopped, within its stop; this version drains
-	// (TestRollingRestartRefusesNoPod), and anything else is a failure.
-	var failed []string
-	closed := make([]int, len(stops))
-	for _, r := range created.refusals {
-		during := -1
-		for i, s := range stops {
-			if r.inFlightAt(s[0], s[1].Add(time.Second)) {
-				during = i
-			}
-		}
-		if during < 0 {
-			failed = append(failed, r.text)
-			continue
-		}
-		closed[during]++
-		t.Logf("refused as release-%d's shutdown closed the connection its webhook call used: %s", during, r.text)
-	}
-	for i, n := range closed {
-		if n > 1 {
-			t.Errorf("%d creations refused by release-%d closing its connections; they are sent one at a time, so at most one was in flight", n, i)
-		}
-	}
-	for _, f := range append(failed, created.bare...) {
+	// The previous release does not drain: stopping, it closes the API server's idle
+	// keep-alive connections, and a review sent on one as it closes is lost (see
+	// TestRollingRestartRefusesNoPod for this version, which drains).
+	created.refusedOnlyAt(t, stops, "as it stopped, without draining")
+	for _, f := range created.bare {
 		t.Error(f)
 	}
 	if created.created < 10 {
@@ -196,40 +167,22 @@ func TestRollingRestartRefusesNoPod(t *testing.T) {
 		must(t, err)
 	}
 	start := time.Now()
-	var drained [][2]time.Time // from each replica's drain's end to a second after it stopped
-	for i := range rounds {
-		must(t, startOperator(names[i+1]))
-		stopping := time.Now()
-		stopOperator(t, names[i], "TERM")
-		drained = append(drained, [2]time.Time{stopping.Add(drain), time.Now().Add(time.Second)})
-	}
+	stops := replaceReplicas(t, names[:rounds], names[1:], startOperator)
 	restarted := time.Since(start)
 	// Once drained, a replica shuts down, closing the connections no review came on for the
 	// whole drain; the API server may take one for a review as it closes (HTTP/1.1 has no way to
-	// say so first), and does not retry that POST. At most one creation of each stream (each
-	// sends one at a time) per replica may fail so, and only then: a replica that did not drain
-	// loses them at TERM, a drain's length earlier.
+	// say so first), and does not retry that POST. Only then may a creation fail so: a replica
+	// that did not drain loses them at TERM, a drain's length earlier.
+	for i := range stops {
+		stops[i].from = stops[i].from.Add(drain)
+	}
 	created, refused := 0, 0
 	for _, load := range loads {
-		lost := make([]int, rounds)
 		done := load.stop(t)
 		created, refused = created+done.created, refused+len(done.failed)
-		for _, r := range done.refusals {
-			i := slices.IndexFunc(drained, func(w [2]time.Time) bool { return r.inFlightAt(w[0], w[1]) })
-			if i < 0 {
-				t.Error(r.text)
-				continue
-			}
-			lost[i]++
-			t.Logf("refused as %s, drained, closed the idle connection its webhook call took: %s", names[i], r.text)
-		}
+		done.refusedOnlyAt(t, stops, "as it shut down after its drain")
 		for _, f := range done.bare {
 			t.Error(f)
-		}
-		for i, n := range lost {
-			if n > 1 {
-				t.Errorf("%d creations of one stream lost their connection as %s shut down after its drain; it sends one at a time, so at most one was in flight", n, names[i])
-			}
 		}
 	}
 	t.Logf("%d replicas replaced one at a time in %s: %d pods created meanwhile, %d refused", rounds,
@@ -314,6 +267,8 @@ type creations struct {
 	// refusals are the failed creations, with when each was sent and answered.
 	refusals []refusal
 	bare     []string
+	// sent is when each pod created was sent.
+	sent map[string]time.Time
 }
 
 // refusal is a creation the API server refused: sent at start, answered at end.
@@ -321,6 +276,52 @@ type refusal struct {
 	start, end time.Time
 	err        error
 	text       string // as in creations.failed
+}
+
+// window is when a replica stopping could lose a creation's webhook call: from when it was asked
+// to stop (or later) to a second after it had stopped, the time the API server may take to see
+// a kept-alive connection to it closed.
+type window struct {
+	replica  string
+	from, to time.Time
+}
+
+// replaceReplicas starts each of next (start returns once it is ready) and then stops the old
+// replica at the same index with TERM, as a Deployment's rolling update does, and returns the
+// windows of the stops.
+func replaceReplicas(t *testing.T, old, next []string, start func(name string) error) []window {
+	t.Helper()
+	var out []window
+	for i, name := range next {
+		must(t, start(name))
+		stopping := time.Now()
+		stopOperator(t, old[i], "TERM")
+		out = append(out, window{replica: old[i], from: stopping, to: time.Now().Add(time.Second)})
+	}
+	return out
+}
+
+// refusedOnlyAt fails the test for each refused creation but those whose webhook call lost its
+// connection within one of windows, which it logs, saying why the replica lost it: the API
+// server does not retry a webhook call that fails so. c sends one creation at a time, so at
+// most one was in flight at each window.
+func (c *creations) refusedOnlyAt(t *testing.T, windows []window, why string) {
+	t.Helper()
+	lost := make([]int, len(windows))
+	for _, r := range c.refusals {
+		i := slices.IndexFunc(windows, func(w window) bool { return r.inFlightAt(w.from, w.to) })
+		if i < 0 {
+			t.Error(r.text)
+			continue
+		}
+		lost[i]++
+		t.Logf("lost its connection to %s %s: %s", windows[i].replica, why, r.text)
+	}
+	for i, n := range lost {
+		if n > 1 {
+			t.Errorf("%d creations of one stream lost their connection to %s %s; it sends one at a time, so at most one was in flight", n, windows[i].replica, why)
+		}
+	}
 }
 
 // inFlightAt reports whether the creation was sent before kill ended and answered after it
@@ -333,7 +334,7 @@ func (r refusal) inFlightAt(killStart, killEnd time.Time) bool {
 
 func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar string) *creations {
 	t.Helper()
-	c := &creations{done: make(chan struct{})}
+	c := &creations{done: make(chan struct{}), sent: map[string]time.Time{}}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -358,6 +359,7 @@ func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar s
 				c.bare = append(c.bare, fmt.Sprintf("pod %s stored without %s at %s", pod.Name, sidecar, time.Now().Format(time.StampMilli)))
 			default:
 				c.created++
+				c.sent[pod.Name] = start
 			}
 		}
 	}()
