@@ -82,11 +82,17 @@ func startPolicyMode(t *testing.T) {
 	must(t, run("operator-start", "policy", "--leader-elect", "--leader-election-namespace", operatorNamespace, "--injection=policy"))
 	t.Cleanup(func() {
 		_ = run("operator-stop", "policy")
-		managed := client.MatchingLabels{policy.ManagedByLabel: policy.ManagedByValue}
-		must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, managed))
-		must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicy{}, managed))
+		deletePolicies(t)
 	})
 	routePodWebhook(t)
+}
+
+// deletePolicies deletes the policies and bindings an operator in policy mode rendered.
+func deletePolicies(t *testing.T) {
+	t.Helper()
+	managed := client.MatchingLabels{policy.ManagedByLabel: policy.ManagedByValue}
+	must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, managed))
+	must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicy{}, managed))
 }
 
 // policyCompiled reports whether set's status has the PolicyCompiled condition with status and

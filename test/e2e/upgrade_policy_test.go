@@ -31,29 +31,8 @@ import (
 // know the label, leaves it on the pods it admits meanwhile, as the docs say); the sets' status
 // counting every pod.
 func TestUpgradeInPolicyMode(t *testing.T) {
-	version, old := previousRelease(t)
-
-	stopOperator(t, "operator-0", "TERM")
-	t.Cleanup(func() {
-		for _, name := range []string{"release-0", "release-1", "upgraded-0", "upgraded-1"} {
-			if err := run("operator-stop", name); err != nil {
-				t.Error(err)
-			}
-		}
-		managed := client.MatchingLabels{policy.ManagedByLabel: policy.ManagedByValue}
-		must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, managed))
-		must(t, k8s.DeleteAllOf(ctx, &admissionregistrationv1.MutatingAdmissionPolicy{}, managed))
-		must(t, startOperator("operator-0"))
-	})
+	version, startUpgraded := runPreviousRelease(t, func() { deletePolicies(t) }, "--injection=policy")
 	routePodWebhook(t)
-	policyMode := func(env []string) func(name string) error {
-		return func(name string) error {
-			return runWithEnv(env, "operator-start", name, "--leader-elect", "--leader-election-namespace", operatorNamespace, "--injection=policy")
-		}
-	}
-	for _, name := range []string{"release-0", "release-1"} {
-		must(t, policyMode([]string{"SIDECARSET_MANAGER=" + old})(name))
-	}
 
 	solo := createAgentSet(t, "e2e-policy-upgrade-solo", "policy-upgrade-solo")
 	duo := []*appsv1alpha1.SidecarSet{
@@ -88,7 +67,7 @@ func TestUpgradeInPolicyMode(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // pods admitted by the previous release alone
 	start := time.Now()
-	stops := replaceReplicas(t, []string{"release-0", "release-1"}, []string{"upgraded-0", "upgraded-1"}, policyMode(nil))
+	stops := replaceReplicas(t, []string{"release-0", "release-1"}, []string{"upgraded-0", "upgraded-1"}, startUpgraded)
 	upgraded := time.Since(start)
 	gone := stops[len(stops)-1].to // the old replicas, and every connection to them
 

@@ -35,21 +35,7 @@ import (
 // patched by the upgrade itself (one patch per pod of the rollout, none of the other pods), the
 // budget held, and the rollout finished by the new replicas.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
-	version, old := previousRelease(t)
-
-	// The previous release runs both replicas.
-	stopOperator(t, "operator-0", "TERM")
-	t.Cleanup(func() {
-		for _, name := range []string{"release-0", "release-1", "upgraded-0", "upgraded-1"} {
-			if err := run("operator-stop", name); err != nil {
-				t.Error(err)
-			}
-		}
-		must(t, startOperator("operator-0"))
-	})
-	for _, name := range []string{"release-0", "release-1"} {
-		must(t, runWithEnv([]string{"SIDECARSET_MANAGER=" + old}, "operator-start", name, "--leader-elect", "--leader-election-namespace", operatorNamespace))
-	}
+	version, startUpgraded := runPreviousRelease(t, nil)
 
 	ns := newNamespace(t, "upgrade", nil)
 	set := createSet(t, &appsv1alpha1.SidecarSet{
@@ -92,7 +78,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// The rolling update: a new replica, Ready, then an old one stopped (TERM: it releases the
 	// lease if it leads), twice.
 	start := time.Now()
-	stops := replaceReplicas(t, []string{"release-0", "release-1"}, []string{"upgraded-0", "upgraded-1"}, startOperator)
+	stops := replaceReplicas(t, []string{"release-0", "release-1"}, []string{"upgraded-0", "upgraded-1"}, startUpgraded)
 	upgraded := time.Since(start)
 	var mid appsv1alpha1.SidecarSet
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(set), &mid))
@@ -276,6 +262,37 @@ type refusal struct {
 	start, end time.Time
 	err        error
 	text       string // as in creations.failed
+}
+
+// runPreviousRelease stops the suite's operator and runs the previous release (previousRelease)
+// as two replicas, release-0 and release-1, with the manager flags given besides leader
+// election; it returns the release's version and how to start a replica of this commit with the
+// same flags. After the test every replica stops, then cleanup runs (when not nil), then the
+// suite's operator starts again.
+func runPreviousRelease(t *testing.T, cleanup func(), flags ...string) (version string, startUpgraded func(name string) error) {
+	t.Helper()
+	version, old := previousRelease(t)
+	stopOperator(t, "operator-0", "TERM")
+	t.Cleanup(func() {
+		for _, name := range []string{"release-0", "release-1", "upgraded-0", "upgraded-1"} {
+			if err := run("operator-stop", name); err != nil {
+				t.Error(err)
+			}
+		}
+		if cleanup != nil {
+			cleanup()
+		}
+		must(t, startOperator("operator-0"))
+	})
+	start := func(env []string) func(name string) error {
+		return func(name string) error {
+			return runWithEnv(env, append([]string{"operator-start", name, "--leader-elect", "--leader-election-namespace", operatorNamespace}, flags...)...)
+		}
+	}
+	for _, name := range []string{"release-0", "release-1"} {
+		must(t, start([]string{"SIDECARSET_MANAGER=" + old})(name))
+	}
+	return version, start(nil)
 }
 
 // window is when a replica stopping could lose a creation's webhook call: from when it was asked
