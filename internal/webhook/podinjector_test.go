@@ -921,7 +921,7 @@ func TestPodInjectorRemovesTheRouteMark(t *testing.T) {
 			// The route label goes from opted-in pods, which alone a policy marks; on another
 			// pod it is the author's, and stays.
 			_, labelled := got.Labels[appsv1alpha1.WebhookRouteLabel]
-			if optedIn := tc.pod.Labels[appsv1alpha1.InjectLabel] == appsv1alpha1.InjectLabelValue; labelled == optedIn {
+			if optedIn := inject.OptedIn(tc.pod.Labels); labelled == optedIn {
 				t.Errorf("opted in %t, the route label kept %t: labels %v", optedIn, labelled, got.Labels)
 			}
 			for k, v := range tc.pod.Labels {

@@ -265,7 +265,7 @@ func TestRolloutSurvivesLeaderChange(t *testing.T) {
 	t.Logf("rollout across a leader kill (%s killed with %d of 6 pods updated, %s took over): first step of the new leader %s after the kill "+
 		"(lease %v); %d pods created around the kill (%d refused, %d without their sidecars); %.0f pod writes for 6 pods, highest unavailable %d of 2",
 		leader, atKill.Status.UpdatedPods, follower, firstStep.Round(time.Millisecond), acquiredAt(t, follower).Sub(killed).Round(time.Millisecond),
-		created.created, len(created.failed), len(created.bare), writes, r.budget.Highest())
+		created.created, len(created.refusals), len(created.bare), writes, r.budget.Highest())
 	// Sent up to a second after the kill, a creation can still find the API server holding a
 	// kept-alive connection to the killed replica it has not seen closed yet.
 	created.refusedOnlyAt(t, []window{{replica: leader, from: killing, to: killed.Add(time.Second)}}, "as it was killed")

@@ -90,7 +90,7 @@ func TestUpgradeInPolicyMode(t *testing.T) {
 	labelled := 0
 	for i, s := range streams {
 		done := loads[i].stop(t)
-		t.Logf("%s: %d pods created (%d refused, %d without their sidecars)", s.app, done.created, len(done.failed), len(done.bare))
+		t.Logf("%s: %d pods created (%d refused, %d without their sidecars)", s.app, done.created, len(done.refusals), len(done.bare))
 		done.refusedOnlyAt(t, stops, "as it stopped, without draining")
 		for _, f := range done.bare {
 			t.Error(f)

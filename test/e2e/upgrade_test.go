@@ -92,7 +92,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	patched := podWrites(t) - writes
 	t.Logf("upgraded %s to this commit in %s with a rollout in flight (%d of 6 pods updated when the last old replica stopped): %d pods created meanwhile (%d refused, %d without their sidecars), "+
 		"%.0f pod writes for a rollout of 6 pods, highest unavailable %d of 1", version, upgraded.Round(time.Millisecond), mid.Status.UpdatedPods,
-		created.created, len(created.failed), len(created.bare), patched, budget.Highest())
+		created.created, len(created.refusals), len(created.bare), patched, budget.Highest())
 	// The previous release does not drain: stopping, it closes the API server's idle
 	// keep-alive connections, and a review sent on one as it closes is lost (see
 	// TestRollingRestartRefusesNoPod for this version, which drains).
@@ -165,7 +165,7 @@ func TestRollingRestartRefusesNoPod(t *testing.T) {
 	created, refused := 0, 0
 	for _, load := range loads {
 		done := load.stop(t)
-		created, refused = created+done.created, refused+len(done.failed)
+		created, refused = created+done.created, refused+len(done.refusals)
 		done.refusedOnlyAt(t, stops, "as it shut down after its drain")
 		for _, f := range done.bare {
 			t.Error(f)
@@ -249,7 +249,6 @@ type creations struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	created int
-	failed  []string
 	// refusals are the failed creations, with when each was sent and answered.
 	refusals []refusal
 	bare     []string
@@ -261,7 +260,7 @@ type creations struct {
 type refusal struct {
 	start, end time.Time
 	err        error
-	text       string // as in creations.failed
+	text       string // the pod, when it was answered, and the error
 }
 
 // runPreviousRelease stops the suite's operator and runs the previous release (previousRelease)
@@ -341,12 +340,12 @@ func (c *creations) refusedOnlyAt(t *testing.T, windows []window, why string) {
 	}
 }
 
-// inFlightAt reports whether the creation was sent before kill ended and answered after it
-// began, failing as a request does whose connection is lost under it (a webhook replica killed
+// inFlightAt reports whether the creation was sent before to and answered after from, failing
+// as a request does whose connection is lost under it (a webhook replica stopped or killed
 // while it answered: a Service's endpoints fail the same way, and the API server does not
 // retry a webhook call).
-func (r refusal) inFlightAt(killStart, killEnd time.Time) bool {
-	return connectionLost(r.err) && r.start.Before(killEnd) && r.end.After(killStart)
+func (r refusal) inFlightAt(from, to time.Time) bool {
+	return connectionLost(r.err) && r.start.Before(to) && r.end.After(from)
 }
 
 func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar string) *creations {
@@ -370,7 +369,6 @@ func startCreations(t *testing.T, ns, app string, every time.Duration, sidecar s
 			case err != nil:
 				end := time.Now()
 				text := fmt.Sprintf("creating pod %s at %s: %v", pod.Name, end.Format(time.StampMilli), err)
-				c.failed = append(c.failed, text)
 				c.refusals = append(c.refusals, refusal{start: start, end: end, err: err, text: text})
 			case !hasContainer(pod, sidecar):
 				c.bare = append(c.bare, fmt.Sprintf("pod %s stored without %s at %s", pod.Name, sidecar, time.Now().Format(time.StampMilli)))
